@@ -1,0 +1,282 @@
+"""The configuration: validated against schemas/config.schema.json, returned as frozen dataclasses.
+
+The schema is the single source of the defaults; this module only converts units (durations to
+timedelta, `min:max` ranges to ints) so nothing downstream parses strings.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from reconciler.documents import check, fill_defaults, load_schema, plain, read_yaml
+from reconciler.durations import parse_duration
+from reconciler.errors import UserError
+from reconciler.quantity import int_value, milli_value
+
+DEFAULT_CONFIG_FILE = "asg-reconciler.yaml"
+CONFIG_ENV = "ASG_RECONCILER_CONFIG"
+
+
+@dataclass(frozen=True)
+class NodeGroupsConfig:
+    auto_discovery: tuple[str, ...] = ()
+    explicit: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ExpanderOptions:
+    priorities: tuple[tuple[int, tuple[str, ...]], ...] = ()  # highest priority first
+    random_seed: int = 0
+
+
+@dataclass(frozen=True)
+class ScaleUpConfig:
+    max_step: int = 20
+    max_node_provision_time: timedelta = timedelta(minutes=15)
+    review: bool = False
+    new_pod_delay: timedelta = timedelta(0)
+    expendable_priority_cutoff: int = -10
+    balance_similar_node_groups: bool = False
+    initial_backoff: timedelta = timedelta(minutes=5)
+    max_backoff: timedelta = timedelta(minutes=30)
+
+
+@dataclass(frozen=True)
+class ScaleDownConfig:
+    enabled: bool = True
+    utilization_threshold: float = 0.5
+    gpu_utilization_threshold: float = 0.5
+    unneeded_time: timedelta = timedelta(minutes=10)
+    unready_time: timedelta = timedelta(minutes=20)
+    delay_after_scale_up: timedelta = timedelta(minutes=10)
+    max_nodes_per_plan: int = 10
+    proposal_ttl: timedelta = timedelta(hours=24)
+    skip_nodes_with_local_storage: bool = True
+    skip_nodes_with_system_pods: bool = True
+    skip_nodes_with_custom_controller_pods: bool = True
+    ignore_daemonsets_utilization: bool = False
+    blocking_system_pod_disruption_timeout: timedelta = timedelta(hours=1)
+
+
+@dataclass(frozen=True)
+class LimitsConfig:
+    """Cluster-wide limits as cluster-autoscaler takes them; 0 max means unlimited."""
+
+    max_nodes_total: int = 0
+    cores_min: int = 0
+    cores_max: int = 320000
+    memory_min_gb: int = 0
+    memory_max_gb: int = 6400000
+
+
+@dataclass(frozen=True)
+class GitConfig:
+    url: str = ""
+    branch: str = "main"
+    path: str = ""
+    work_dir: str = ""
+    token_env: str = "GIT_TOKEN"
+    author_name: str = "asg-reconciler"
+    author_email: str = "asg-reconciler@users.noreply.local"
+
+
+@dataclass(frozen=True)
+class ForgeConfig:
+    type: str = "none"
+    repo: str = ""
+    token_env: str = "GITHUB_TOKEN"
+    base_url: str = "https://api.github.com"
+
+
+@dataclass(frozen=True)
+class ApprovalConfig:
+    mode: str = "signed"
+    allowed_signers: str = "/etc/asg-reconciler/allowed_signers"
+    min_approvals: int = 1
+
+
+@dataclass(frozen=True)
+class ApplyConfig:
+    max_step: int = 20
+    drain_timeout: timedelta = timedelta(minutes=10)
+    max_parallel_drains: int = 1
+    drift: str = "warn"
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    stages: tuple[str, ...] = ("plan",)
+    interval: timedelta = timedelta(seconds=30)
+    apply_poll_interval: timedelta = timedelta(seconds=10)
+    metrics_address: str = ":8085"
+
+
+@dataclass(frozen=True)
+class KubernetesConfig:
+    kubeconfig: str = ""
+    context: str = ""
+    page_size: int = 500
+
+
+@dataclass(frozen=True)
+class NodeTemplatesConfig:
+    """How allocatable is derived for a node that does not exist yet (docs/node-templates.md)."""
+
+    vm_memory_overhead_percent: float = 0.075
+    reserved_cpu_milli: int | None = None  # None: the EKS bootstrap formula
+    reserved_memory: int | None = None  # bytes; None: the EKS formula 255Mi + 11Mi per pod
+    eviction_hard_memory: int = 100 * 2**20
+    max_pods: int | None = None  # None: the VPC CNI formula from the ENI limits
+
+
+@dataclass(frozen=True)
+class Config:
+    cluster: str
+    region: str = ""
+    node_groups: NodeGroupsConfig = NodeGroupsConfig()
+    expander: tuple[str, ...] = ("least-waste",)
+    expander_options: ExpanderOptions = ExpanderOptions()
+    scale_up: ScaleUpConfig = ScaleUpConfig()
+    scale_down: ScaleDownConfig = ScaleDownConfig()
+    limits: LimitsConfig = LimitsConfig()
+    git: GitConfig = GitConfig()
+    forge: ForgeConfig = ForgeConfig()
+    approval: ApprovalConfig = ApprovalConfig()
+    apply: ApplyConfig = ApplyConfig()
+    run: RunConfig = RunConfig()
+    kubernetes: KubernetesConfig = KubernetesConfig()
+    node_templates: NodeTemplatesConfig = NodeTemplatesConfig()
+    source: str = field(default="", compare=False)
+
+    @property
+    def manifest_path(self) -> str:
+        return self.git.path or f"capacity/{self.cluster}.yaml"
+
+
+def config_path(explicit: str | None) -> Path:
+    """`--config`, else `$ASG_RECONCILER_CONFIG`, else `asg-reconciler.yaml`."""
+    return Path(explicit or os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG_FILE)
+
+
+def load_config(path: Path) -> Config:
+    """Read, validate and convert a config file; any problem is a UserError naming file, key and fix."""
+    document = read_yaml(path)
+    return config_from_document(document, str(path))
+
+
+def config_from_document(document: Any, label: str) -> Config:
+    if not isinstance(document, dict):
+        raise UserError(f"{label}: the config must be a YAML mapping with at least `cluster:`")
+    problems = check(document, "config", label)
+    if problems:
+        raise UserError(str(problems[0]) + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+    schema = load_schema("config")
+    data = fill_defaults(plain(document), schema, schema)
+    return _build(data, label)
+
+
+def _duration(value: str) -> timedelta:
+    return parse_duration(value)  # the schema pattern already guarantees the form
+
+
+def _range(value: str) -> tuple[int, int]:
+    low, high = value.split(":")
+    return int(low), int(high)
+
+
+def _build(data: dict[str, Any], label: str) -> Config:
+    su, sd, lim = data["scaleUp"], data["scaleDown"], data["limits"]
+    cores, memory = _range(lim["cores"]), _range(lim["memory"])
+    for name, (low, high) in (("cores", cores), ("memory", memory)):
+        if high and low > high:
+            raise UserError(f"{label}: limits.{name}: minimum {low} is above maximum {high} (use min:max)")
+    for spec in data["nodeGroups"]["explicit"]:
+        low, high, _ = spec.split(":", 2)
+        if int(low) > int(high):
+            raise UserError(
+                f"{label}: nodeGroups.explicit: {spec!r} has min {low} above max {high} (use min:max:name)"
+            )
+    nt = data["nodeTemplates"]
+    git = data["git"]
+    forge, approval, apply, run, kube = (
+        data["forge"], data["approval"], data["apply"], data["run"], data["kubernetes"],
+    )
+    if forge["type"] == "github" and not forge.get("repo"):
+        raise UserError(f"{label}: forge.repo: required when forge.type is github (use owner/name)")
+    priorities = sorted(
+        ((int(k), tuple(v)) for k, v in data["expanderOptions"]["priorities"].items()), reverse=True
+    )
+    expander = tuple(data["expander"].split(","))
+    if "priority" in expander and not priorities:
+        raise UserError(
+            f"{label}: expanderOptions.priorities: required by the priority expander "
+            '(map priorities to group-name regexes, e.g. {"10": [".*"]})'
+        )
+    return Config(
+        cluster=data["cluster"],
+        region=data.get("region", ""),
+        node_groups=NodeGroupsConfig(
+            tuple(data["nodeGroups"]["autoDiscovery"]), tuple(data["nodeGroups"]["explicit"])
+        ),
+        expander=expander,
+        expander_options=ExpanderOptions(tuple(priorities), data["expanderOptions"]["randomSeed"]),
+        scale_up=ScaleUpConfig(
+            max_step=su["maxStep"],
+            max_node_provision_time=_duration(su["maxNodeProvisionTime"]),
+            review=su["review"],
+            new_pod_delay=_duration(su["newPodDelay"]),
+            expendable_priority_cutoff=su["expendablePriorityCutoff"],
+            balance_similar_node_groups=su["balanceSimilarNodeGroups"],
+            initial_backoff=_duration(su["initialBackoff"]),
+            max_backoff=_duration(su["maxBackoff"]),
+        ),
+        scale_down=ScaleDownConfig(
+            enabled=sd["enabled"],
+            utilization_threshold=sd["utilizationThreshold"],
+            gpu_utilization_threshold=sd["gpuUtilizationThreshold"],
+            unneeded_time=_duration(sd["unneededTime"]),
+            unready_time=_duration(sd["unreadyTime"]),
+            delay_after_scale_up=_duration(sd["delayAfterScaleUp"]),
+            max_nodes_per_plan=sd["maxNodesPerPlan"],
+            proposal_ttl=_duration(sd["proposalTTL"]),
+            skip_nodes_with_local_storage=sd["skipNodesWithLocalStorage"],
+            skip_nodes_with_system_pods=sd["skipNodesWithSystemPods"],
+            skip_nodes_with_custom_controller_pods=sd["skipNodesWithCustomControllerPods"],
+            ignore_daemonsets_utilization=sd["ignoreDaemonSetsUtilization"],
+            blocking_system_pod_disruption_timeout=_duration(sd["blockingSystemPodDisruptionTimeout"]),
+        ),
+        limits=LimitsConfig(lim["maxNodesTotal"], cores[0], cores[1], memory[0], memory[1]),
+        git=GitConfig(
+            url=git.get("url", ""),
+            branch=git["branch"],
+            path=git.get("path", ""),
+            work_dir=git.get("workDir", ""),
+            token_env=git["tokenEnv"],
+            author_name=git["authorName"],
+            author_email=git["authorEmail"],
+        ),
+        forge=ForgeConfig(forge["type"], forge.get("repo", ""), forge["tokenEnv"], forge["baseUrl"]),
+        approval=ApprovalConfig(approval["mode"], approval["allowedSigners"], approval["minApprovals"]),
+        apply=ApplyConfig(
+            apply["maxStep"], _duration(apply["drainTimeout"]), apply["maxParallelDrains"], apply["drift"]
+        ),
+        run=RunConfig(
+            tuple(run["stages"]),
+            _duration(run["interval"]),
+            _duration(run["applyPollInterval"]),
+            run["metricsAddress"],
+        ),
+        kubernetes=KubernetesConfig(kube.get("kubeconfig", ""), kube.get("context", ""), kube["pageSize"]),
+        node_templates=NodeTemplatesConfig(
+            vm_memory_overhead_percent=nt["vmMemoryOverheadPercent"],
+            reserved_cpu_milli=None if nt["reservedCPU"] == "eks" else milli_value(nt["reservedCPU"]),
+            reserved_memory=None if nt["reservedMemory"] == "eks" else int_value(nt["reservedMemory"]),
+            eviction_hard_memory=int_value(nt["evictionHardMemory"]),
+            max_pods=None if nt["maxPods"] == "vpc-cni" else int(nt["maxPods"]),
+        ),
+        source=label,
+    )

@@ -1,0 +1,34 @@
+"""Go / cluster-autoscaler style durations (`30s`, `10m`, `1h30m`, `500ms`)."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ns|us|µs|ms|s|m|h)")
+_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str) -> timedelta:
+    """Parse a Go duration; raises ValueError for anything else (`"10 minutes"`, `10`)."""
+    text = text.strip()
+    if text == "0":
+        return timedelta(0)
+    position, seconds = 0, 0.0
+    for match in _PART.finditer(text):
+        if match.start() != position:
+            break
+        seconds += float(match[1]) * _UNIT_SECONDS[match[2]]
+        position = match.end()
+    if position == 0 or position != len(text):
+        raise ValueError(f"{text!r} is not a duration")
+    return timedelta(seconds=seconds)
+
+
+def format_duration(value: timedelta) -> str:
+    """The shortest Go-style spelling: `1h30m`, `45s`, `0s`."""
+    total = int(value.total_seconds())
+    hours, rest = divmod(total, 3600)
+    minutes, seconds = divmod(rest, 60)
+    parts = [f"{hours}h" if hours else "", f"{minutes}m" if minutes else "", f"{seconds}s" if seconds else ""]
+    return "".join(parts) or "0s"

@@ -1,0 +1,27 @@
+"""The error kinds the CLI maps to exit codes (DESIGN §5.1): 2 bad input, 1 failed operation, 3 refused."""
+
+from __future__ import annotations
+
+
+class ReconcilerError(Exception):
+    """Base: carries a one-line message meant for the user; never shown with a traceback."""
+
+    exit_code = 1
+
+
+class UserError(ReconcilerError):
+    """Bad input or usage: the message names the file, the field and the fix."""
+
+    exit_code = 2
+
+
+class OperationError(ReconcilerError):
+    """Something outside failed (AWS, the API server, Git): the message says what and why."""
+
+    exit_code = 1
+
+
+class RefusedError(ReconcilerError):
+    """A safety gate said no."""
+
+    exit_code = 3

@@ -1,0 +1,404 @@
+"""The domain: what the cluster holds and which ASGs serve it, as frozen dataclasses.
+
+Everything here is plain data, built by the edges (`kube/`, `aws/`) and consumed by the pure core
+(`planning/`). Label and annotation maps are plain dicts treated as read-only; readers intern identical
+ones, so 150k pods from a few hundred controllers share a few hundred maps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum
+
+CPU = "cpu"
+MEMORY = "memory"
+EPHEMERAL_STORAGE = "ephemeral-storage"
+PODS = "pods"
+GPU = "nvidia.com/gpu"
+
+ZONE_LABEL = "topology.kubernetes.io/zone"
+REGION_LABEL = "topology.kubernetes.io/region"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+ARCH_LABEL = "kubernetes.io/arch"
+OS_LABEL = "kubernetes.io/os"
+LEGACY_ZONE_LABEL = "failure-domain.beta.kubernetes.io/zone"
+
+SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+SAFE_TO_EVICT_LOCAL_VOLUMES = "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"
+SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+MIRROR_POD = "kubernetes.io/config.mirror"
+
+
+@dataclass(frozen=True, slots=True)
+class Resources:
+    """An amount of each resource: CPU in millicores, memory and storage in bytes, the rest in units.
+
+    Absent resources are zero. `values` holds only non-zero entries so equality is by content.
+    """
+
+    values: Mapping[str, int] = field(default_factory=dict)
+
+    @staticmethod
+    def of(**amounts: int) -> Resources:
+        """Build from keyword amounts; `ephemeral_storage` and `nvidia_gpu` map to their API names."""
+        names = {"ephemeral_storage": EPHEMERAL_STORAGE, "nvidia_gpu": GPU}
+        return Resources({names.get(k, k): v for k, v in amounts.items() if v})
+
+    def get(self, name: str) -> int:
+        return self.values.get(name, 0)
+
+    @property
+    def cpu(self) -> int:
+        return self.values.get(CPU, 0)
+
+    @property
+    def memory(self) -> int:
+        return self.values.get(MEMORY, 0)
+
+    @property
+    def pods(self) -> int:
+        return self.values.get(PODS, 0)
+
+    def __add__(self, other: Resources) -> Resources:
+        merged = dict(self.values)
+        for name, amount in other.values.items():
+            merged[name] = merged.get(name, 0) + amount
+        return Resources({k: v for k, v in merged.items() if v})
+
+    def __sub__(self, other: Resources) -> Resources:
+        merged = dict(self.values)
+        for name, amount in other.values.items():
+            merged[name] = merged.get(name, 0) - amount
+        return Resources({k: v for k, v in merged.items() if v})
+
+    def __iter__(self) -> Iterator[tuple[str, int]]:
+        return iter(self.values.items())
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self.values.items()))
+
+    def fits_in(self, capacity: Resources) -> bool:
+        """Every requested amount is within `capacity` (absent in capacity means zero)."""
+        return all(amount <= capacity.values.get(name, 0) for name, amount in self.values.items())
+
+
+class TaintEffect(str, Enum):
+    NO_SCHEDULE = "NoSchedule"
+    PREFER_NO_SCHEDULE = "PreferNoSchedule"
+    NO_EXECUTE = "NoExecute"
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+    def __str__(self) -> str:
+        return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"  # Equal | Exists
+    value: str = ""
+    effect: str = ""  # empty matches every effect
+
+
+@dataclass(frozen=True, slots=True)
+class SelectorRequirement:
+    """One expression of a node selector term or a label selector (In, NotIn, Exists, DoesNotExist,
+    Gt, Lt)."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorTerm:
+    """Expressions ANDed; a pod's required node affinity ORs its terms."""
+
+    match_expressions: tuple[SelectorRequirement, ...] = ()
+    match_fields: tuple[SelectorRequirement, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """A Kubernetes label selector. An empty selector matches everything; `None` where a field may be
+    absent means it matches nothing."""
+
+    match_labels: tuple[tuple[str, str], ...] = ()
+    match_expressions: tuple[SelectorRequirement, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PodAffinityTerm:
+    label_selector: LabelSelector | None
+    topology_key: str
+    namespaces: tuple[str, ...] = ()
+    namespace_selector: LabelSelector | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TopologySpreadConstraint:
+    max_skew: int
+    topology_key: str
+    when_unsatisfiable: str  # DoNotSchedule | ScheduleAnyway
+    label_selector: LabelSelector | None
+    min_domains: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HostPort:
+    port: int
+    protocol: str = "TCP"
+    host_ip: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Scheduling:
+    """The scheduling-relevant part of a pod spec. Pods of one controller share one instance, which is
+    also what the planner's equivalence classes key on."""
+
+    node_selector: tuple[tuple[str, str], ...] = ()
+    required_node_affinity: tuple[NodeSelectorTerm, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    host_ports: tuple[HostPort, ...] = ()
+    pod_affinity: tuple[PodAffinityTerm, ...] = ()
+    pod_anti_affinity: tuple[PodAffinityTerm, ...] = ()
+    topology_spread: tuple[TopologySpreadConstraint, ...] = ()
+
+
+NO_SCHEDULING = Scheduling()
+
+
+@dataclass(frozen=True, slots=True)
+class Volumes:
+    """What the pod mounts, as far as scale-down cares."""
+
+    local_storage: tuple[str, ...] = ()  # emptyDir (not Memory medium) and hostPath volume names
+    pvc_claims: tuple[str, ...] = ()
+
+
+NO_VOLUMES = Volumes()
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerRef:
+    kind: str
+    name: str
+    controller: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    namespace: str
+    name: str
+    uid: str
+    requests: Resources
+    node_name: str
+    phase: str
+    created: datetime | None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    owner: OwnerRef | None = None
+    priority: int = 0
+    scheduling: Scheduling = NO_SCHEDULING
+    volumes: Volumes = NO_VOLUMES
+    # PodScheduled condition: status ("True", "False", "") and reason ("Unschedulable", ...)
+    scheduled_status: str = ""
+    scheduled_reason: str = ""
+    scheduled_since: datetime | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def is_daemonset(self) -> bool:
+        return self.owner is not None and self.owner.kind == "DaemonSet"
+
+    @property
+    def is_mirror(self) -> bool:
+        return MIRROR_POD in self.annotations
+
+    @property
+    def is_unschedulable(self) -> bool:
+        """Pending and reported unschedulable by the scheduler: the pods scale-up is for."""
+        return (
+            self.phase == "Pending"
+            and not self.node_name
+            and self.scheduled_status == "False"
+            and self.scheduled_reason == "Unschedulable"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    allocatable: Resources
+    capacity: Resources
+    ready: bool
+    ready_since: datetime | None  # last transition of the Ready condition
+    unschedulable: bool
+    provider_id: str
+    created: datetime | None
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def zone(self) -> str:
+        """From providerID `aws:///<az>/<instance-id>`, else the zone labels."""
+        parts = _provider_parts(self.provider_id)
+        if parts is not None and parts[0]:
+            return parts[0]
+        return self.labels.get(ZONE_LABEL) or self.labels.get(LEGACY_ZONE_LABEL, "")
+
+    @property
+    def instance_id(self) -> str:
+        parts = _provider_parts(self.provider_id)
+        return parts[1] if parts is not None else ""
+
+
+def _provider_parts(provider_id: str) -> tuple[str, str] | None:
+    """Split `aws:///us-east-1a/i-0abc` (or `aws://us-east-1a/i-0abc`) into zone and instance id."""
+    if not provider_id.startswith("aws://"):
+        return None
+    rest = provider_id[len("aws://") :].strip("/")
+    zone, _, instance = rest.rpartition("/")
+    if not instance.startswith("i-"):
+        return None
+    return zone, instance
+
+
+def instance_id_from_provider_id(provider_id: str) -> str:
+    parts = _provider_parts(provider_id)
+    return parts[1] if parts is not None else ""
+
+
+@dataclass(frozen=True, slots=True)
+class PodDisruptionBudget:
+    namespace: str
+    name: str
+    selector: LabelSelector | None
+    disruptions_allowed: int
+    min_available: str | None = None
+    max_unavailable: str | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonSet:
+    """Its pod template: what a new node of a group would run before any of our pods."""
+
+    namespace: str
+    name: str
+    requests: Resources
+    scheduling: Scheduling = NO_SCHEDULING
+
+
+@dataclass(frozen=True, slots=True)
+class PersistentVolume:
+    name: str
+    zones: tuple[str, ...]  # from node affinity (topology.kubernetes.io/zone); empty = any zone
+    claim: str = ""  # namespace/name of the bound claim
+
+
+@dataclass(frozen=True, slots=True)
+class PersistentVolumeClaim:
+    namespace: str
+    name: str
+    volume_name: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class AutoscalerPresence:
+    """Evidence that cluster-autoscaler is live on the cluster (its status ConfigMap or Lease)."""
+
+    source: str  # e.g. "configmap kube-system/cluster-autoscaler-status"
+    last_seen: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterState:
+    nodes: tuple[Node, ...]
+    pods: tuple[Pod, ...]
+    pdbs: tuple[PodDisruptionBudget, ...] = ()
+    daemonsets: tuple[DaemonSet, ...] = ()
+    pvs: tuple[PersistentVolume, ...] = ()
+    pvcs: tuple[PersistentVolumeClaim, ...] = ()
+    autoscaler: AutoscalerPresence | None = None
+    read_at: datetime | None = None
+
+
+# ---------------------------------------------------------------------------------------- AWS side
+
+
+@dataclass(frozen=True, slots=True)
+class Instance:
+    instance_id: str
+    lifecycle_state: str  # InService, Pending, Terminating, Standby, ...
+    zone: str
+    instance_type: str
+    launch_time: datetime | None
+    health_status: str = "Healthy"
+    protected_from_scale_in: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AutoscalingOptions:
+    """Per-group overrides from `k8s.io/cluster-autoscaler/node-template/autoscaling-options/*` tags."""
+
+    scale_down_utilization_threshold: float | None = None
+    scale_down_gpu_utilization_threshold: float | None = None
+    scale_down_unneeded_time_seconds: float | None = None
+    scale_down_unready_time_seconds: float | None = None
+    ignore_daemonsets_utilization: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeTemplate:
+    """What one new node of a group would look like, for scale-from-zero and estimates."""
+
+    instance_type: str
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    capacity: Resources
+    allocatable: Resources
+    source: str  # "node <name>" or "asg <name> (<instance type>)"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeGroup:
+    name: str
+    min_size: int
+    max_size: int
+    desired: int
+    instances: tuple[Instance, ...]
+    zones: tuple[str, ...]
+    tags: Mapping[str, str]
+    suspended_processes: tuple[str, ...] = ()
+    has_scaling_policies: bool = False
+    has_instance_refresh: bool = False
+    instance_weights: Mapping[str, int] = field(default_factory=dict)  # mixed instances
+    instance_types: tuple[str, ...] = ()  # launch template / configuration / overrides, in order
+    asg_min_size: int = 0  # the ASG's own bounds (min/max above may come from an explicit spec)
+    asg_max_size: int = 0
+    explicit: bool = False
+    options: AutoscalingOptions = AutoscalingOptions()
+    template: NodeTemplate | None = None  # from the ASG; the inventory may prefer a live node
+    template_error: str = ""
+    warnings: tuple[str, ...] = ()

@@ -1,0 +1,1 @@
+"""Fixtures for the aws test component (DESIGN §6)."""

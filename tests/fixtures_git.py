@@ -1,0 +1,1 @@
+"""Fixtures for the git test component (DESIGN §6)."""

@@ -1,0 +1,1 @@
+"""Fixtures for the kube test component (DESIGN §6)."""

@@ -49,7 +49,9 @@ def read_yaml(path: Path, label: str | None = None) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise UserError(f"{label}: file not found (pass --config FILE or set ASG_RECONCILER_CONFIG)") from None
+        raise UserError(
+            f"{label}: file not found (pass --config FILE or set ASG_RECONCILER_CONFIG)"
+        ) from None
     except OSError as exc:
         raise UserError(f"{label}: cannot read: {exc.strerror}") from None
     return parse_yaml(text, label)
@@ -102,22 +104,25 @@ def _message(error: jsonschema.ValidationError) -> str:
             hint = candidate.schema["x-hint"]
             break
     value = json.dumps(error.instance, default=str)
+    schema: dict[str, Any] = error.schema if isinstance(error.schema, dict) else {}
+    validator_value: Any = error.validator_value
     if error.validator == "additionalProperties":
-        extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
-        known = ", ".join(sorted(error.schema.get("properties", {})))
+        instance: Any = error.instance
+        extra = sorted(set(instance) - set(schema.get("properties", {})))
+        known = ", ".join(sorted(schema.get("properties", {})))
         return f"unknown key {', '.join(map(repr, extra))} (known keys here: {known})"
     if error.validator == "required":
         return f"{error.message} (add it)"
     if hint == "duration":
         return f"{value} is not a duration ({_duration_hint(error.instance)})"
     if error.validator == "enum":
-        return f"{value} is not one of {', '.join(map(str, error.validator_value))}"
+        return f"{value} is not one of {', '.join(map(str, validator_value))}"
     if error.validator == "type":
-        base = f"{value} is not of type {error.validator_value}"
+        base = f"{value} is not of type {validator_value}"
         return f"{base} ({hint})" if hint else base
     if error.validator in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
         word = "at least" if "inimum" in str(error.validator) else "at most"
-        return f"{value} is out of range (use a value {word} {error.validator_value})"
+        return f"{value} is out of range (use a value {word} {validator_value})"
     if hint:
         return f"{value} is not valid ({hint})"
     return error.message

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import Enum
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -83,12 +82,6 @@ class Resources:
     def fits_in(self, capacity: Resources) -> bool:
         """Every requested amount is within `capacity` (absent in capacity means zero)."""
         return all(amount <= capacity.values.get(name, 0) for name, amount in self.values.items())
-
-
-class TaintEffect(str, Enum):
-    NO_SCHEDULE = "NoSchedule"
-    PREFER_NO_SCHEDULE = "PreferNoSchedule"
-    NO_EXECUTE = "NoExecute"
 
 
 @dataclass(frozen=True, slots=True)

@@ -203,7 +203,11 @@ def _build(data: dict[str, Any], label: str) -> Config:
     nt = data["nodeTemplates"]
     git = data["git"]
     forge, approval, apply, run, kube = (
-        data["forge"], data["approval"], data["apply"], data["run"], data["kubernetes"],
+        data["forge"],
+        data["approval"],
+        data["apply"],
+        data["run"],
+        data["kubernetes"],
     )
     if forge["type"] == "github" and not forge.get("repo"):
         raise UserError(f"{label}: forge.repo: required when forge.type is github (use owner/name)")

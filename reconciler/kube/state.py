@@ -1,0 +1,75 @@
+"""Assemble a ClusterState from raw objects of any kind, whichever source they came from."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from reconciler.kube.autoscaler import detect_autoscaler
+from reconciler.kube.parse import TERMINAL_PHASES, ObjectReader, Raw
+from reconciler.model import (
+    ClusterState,
+    DaemonSet,
+    Node,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    Pod,
+    PodDisruptionBudget,
+)
+
+# Kinds the planner reads; anything else in a snapshot (Deployments, Events, ...) is skipped.
+KINDS = ("Node", "Pod", "PodDisruptionBudget", "DaemonSet", "PersistentVolume", "PersistentVolumeClaim")
+
+
+class StateBuilder:
+    """Collects objects kind by kind; `build()` returns the immutable ClusterState."""
+
+    def __init__(self) -> None:
+        self.reader = ObjectReader()
+        self.nodes: list[Node] = []
+        self.pods: list[Pod] = []
+        self.pdbs: list[PodDisruptionBudget] = []
+        self.daemonsets: list[DaemonSet] = []
+        self.pvs: list[PersistentVolume] = []
+        self.pvcs: list[PersistentVolumeClaim] = []
+        self.autoscaler_configmap: Raw | None = None
+        self.autoscaler_lease: Raw | None = None
+
+    def add(self, kind: str, raw: Raw) -> None:
+        reader = self.reader
+        if kind == "Pod":
+            if (raw.get("status") or {}).get("phase") not in TERMINAL_PHASES:
+                self.pods.append(reader.pod(raw))
+        elif kind == "Node":
+            self.nodes.append(reader.node(raw))
+        elif kind == "PodDisruptionBudget":
+            self.pdbs.append(reader.pdb(raw))
+        elif kind == "DaemonSet":
+            self.daemonsets.append(reader.daemonset(raw))
+        elif kind == "PersistentVolume":
+            self.pvs.append(reader.pv(raw))
+        elif kind == "PersistentVolumeClaim":
+            self.pvcs.append(reader.pvc(raw))
+        elif kind in ("ConfigMap", "Lease"):
+            metadata = raw.get("metadata") or {}
+            if metadata.get("namespace") == "kube-system":
+                if kind == "ConfigMap" and metadata.get("name") == "cluster-autoscaler-status":
+                    self.autoscaler_configmap = raw
+                elif kind == "Lease" and metadata.get("name") == "cluster-autoscaler":
+                    self.autoscaler_lease = raw
+
+    def add_all(self, kind: str, items: Iterable[Raw]) -> None:
+        for raw in items:
+            self.add(kind, raw)
+
+    def build(self, now: datetime) -> ClusterState:
+        return ClusterState(
+            nodes=tuple(sorted(self.nodes, key=lambda n: n.name)),
+            pods=tuple(self.pods),
+            pdbs=tuple(self.pdbs),
+            daemonsets=tuple(self.daemonsets),
+            pvs=tuple(self.pvs),
+            pvcs=tuple(self.pvcs),
+            autoscaler=detect_autoscaler(self.autoscaler_configmap, self.autoscaler_lease, now),
+            read_at=now,
+        )

@@ -1,0 +1,109 @@
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from reconciler.config import Config, config_from_document, load_config
+from reconciler.documents import parse_yaml
+from reconciler.errors import UserError
+
+
+def load_text(tmp_path: Path, text: str) -> Config:
+    path = tmp_path / "asg-reconciler.yaml"
+    path.write_text(text)
+    return load_config(path)
+
+
+def error_of(tmp_path: Path, text: str) -> str:
+    with pytest.raises(UserError) as info:
+        load_text(tmp_path, text)
+    return str(info.value)
+
+
+def test_minimal_config_gets_every_default(tmp_path: Path) -> None:
+    config = load_text(tmp_path, "cluster: prod-eks\n")
+    assert config.cluster == "prod-eks"
+    assert config.expander == ("least-waste",)
+    assert config.scale_up.max_step == 20
+    assert config.scale_up.max_node_provision_time == timedelta(minutes=15)
+    assert config.scale_down.utilization_threshold == 0.5
+    assert config.scale_down.unneeded_time == timedelta(minutes=10)
+    assert config.scale_down.proposal_ttl == timedelta(hours=24)
+    assert config.limits.cores_max == 320000
+    assert config.git.branch == "main"
+    assert config.manifest_path == "capacity/prod-eks.yaml"
+    assert config.forge.type == "none"
+    assert config.approval.mode == "signed"
+    assert config.apply.drift == "warn"
+    assert config.run.stages == ("plan",)
+    assert config.node_templates.max_pods is None
+    assert config.node_templates.eviction_hard_memory == 100 * 2**20
+
+
+def test_full_design_example_loads() -> None:
+    example = Path(__file__).parents[2] / "examples" / "asg-reconciler.yaml"
+    config = load_config(example)
+    assert config.cluster == "prod-eks"
+    assert config.node_groups.explicit == ("0:6:my-asg",)
+
+
+def test_bad_duration_names_file_line_key_and_fix(tmp_path: Path) -> None:
+    message = error_of(tmp_path, "cluster: c\nscaleDown:\n  unneededTime: 10 minutes\n")
+    assert message.endswith(
+        'asg-reconciler.yaml:3: scaleDown.unneededTime: "10 minutes" is not a duration (use 10m)'
+    )
+
+
+def test_unknown_key_lists_known_ones(tmp_path: Path) -> None:
+    message = error_of(tmp_path, "cluster: c\nscaleUp:\n  maxSteps: 3\n")
+    assert "scaleUp: unknown key 'maxSteps'" in message
+    assert "maxStep" in message
+
+
+def test_missing_cluster(tmp_path: Path) -> None:
+    assert "'cluster' is a required property" in error_of(tmp_path, "region: us-east-1\n")
+
+
+def test_bad_enum_and_range(tmp_path: Path) -> None:
+    assert "apply.drift" in error_of(tmp_path, "cluster: c\napply: {drift: fight}\n")
+    assert "scaleDown.utilizationThreshold: 1.5 is out of range" in error_of(
+        tmp_path, "cluster: c\nscaleDown: {utilizationThreshold: 1.5}\n"
+    )
+
+
+def test_bad_node_group_specs(tmp_path: Path) -> None:
+    assert "min:max:asg-name" in error_of(tmp_path, "cluster: c\nnodeGroups: {explicit: ['6:my-asg']}\n")
+    assert "min 5 above max 2" in error_of(tmp_path, "cluster: c\nnodeGroups: {explicit: ['5:2:a']}\n")
+    assert "asg:tag=" in error_of(tmp_path, "cluster: c\nnodeGroups: {autoDiscovery: ['tag=x']}\n")
+
+
+def test_bad_yaml_is_one_line(tmp_path: Path) -> None:
+    message = error_of(tmp_path, "cluster: [unclosed\n")
+    assert "not valid YAML" in message
+    assert "\n" not in message
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="file not found"):
+        load_config(tmp_path / "nope.yaml")
+
+
+def test_priority_expander_needs_priorities() -> None:
+    document = parse_yaml("cluster: c\nexpander: priority,least-waste\n", "x.yaml")
+    with pytest.raises(UserError, match="expanderOptions.priorities"):
+        config_from_document(document, "x.yaml")
+    document = parse_yaml(
+        "cluster: c\nexpander: priority,least-waste\nexpanderOptions:\n  priorities: {'10': ['.*'], '50': [spot]}\n",
+        "x.yaml",
+    )
+    config = config_from_document(document, "x.yaml")
+    assert config.expander_options.priorities == ((50, ("spot",)), (10, (".*",)))
+
+
+def test_custom_reservations(tmp_path: Path) -> None:
+    config = load_text(
+        tmp_path, "cluster: c\nnodeTemplates: {reservedCPU: 100m, reservedMemory: 512Mi, maxPods: 110}\n"
+    )
+    assert config.node_templates.reserved_cpu_milli == 100
+    assert config.node_templates.reserved_memory == 512 * 2**20
+    assert config.node_templates.max_pods == 110

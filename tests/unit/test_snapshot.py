@@ -1,0 +1,115 @@
+"""Every snapshot format kubectl prints reads into the same ClusterState."""
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from ruamel.yaml import YAML
+
+from reconciler.errors import UserError
+from reconciler.kube.snapshot import read_snapshot
+from reconciler.model import ClusterState
+
+FIXTURE = Path(__file__).parents[2].parent / "shared" / "fixtures" / "eks-t3small"
+NOW = datetime(2026, 1, 2, 21, 0, tzinfo=UTC)
+
+
+def fixture_lists() -> dict[str, dict]:  # type: ignore[type-arg]
+    return {f.stem: json.loads(f.read_text()) for f in sorted(FIXTURE.glob("*.json"))}
+
+
+def summary(state: ClusterState) -> tuple:  # type: ignore[type-arg]
+    return (state.nodes, tuple(sorted(state.pods, key=lambda p: p.key)), state.daemonsets)
+
+
+def test_fixture_directory_reads_cleanly() -> None:
+    state = read_snapshot(FIXTURE, NOW)
+    assert [n.name for n in state.nodes] == ["ip-10-0-10-170.ec2.internal", "ip-10-0-20-143.ec2.internal"]
+    node = state.nodes[0]
+    assert node.instance_id == "i-08736224042c4ee75"
+    assert node.zone == "us-east-1a"
+    assert node.ready
+    assert node.allocatable.cpu == 1930
+    assert node.allocatable.memory == 1471840 * 1024
+    assert node.allocatable.pods == 11
+    assert node.capacity.memory == 1959264 * 1024
+    assert len(state.pods) == 6
+    coredns = [p for p in state.pods if p.name.startswith("coredns")]
+    assert coredns[0].requests.cpu == 100 and coredns[0].requests.memory == 70 * 2**20
+    assert coredns[0].owner is not None and coredns[0].owner.kind == "ReplicaSet"
+    assert sum(p.is_daemonset for p in state.pods) == 4
+    assert {d.name for d in state.daemonsets} == {"aws-node", "kube-proxy"}
+
+
+def test_typed_list_files_equal_kubectl_list(tmp_path: Path) -> None:
+    lists = fixture_lists()
+    items = []
+    for stem, document in lists.items():
+        kind = document["kind"].removesuffix("List")
+        items += [{"kind": kind, "apiVersion": document["apiVersion"], **item} for item in document["items"]]
+    combined = tmp_path / "all.json"
+    combined.write_text(json.dumps({"kind": "List", "apiVersion": "v1", "items": items}))
+    assert summary(read_snapshot(combined, NOW)) == summary(read_snapshot(FIXTURE, NOW))
+
+
+def test_multi_document_json_stream(tmp_path: Path) -> None:
+    stream = tmp_path / "dump.json"
+    stream.write_text("\n".join(json.dumps(d, indent=4) for d in fixture_lists().values()))
+    assert summary(read_snapshot(stream, NOW)) == summary(read_snapshot(FIXTURE, NOW))
+
+
+def test_yaml_stream(tmp_path: Path) -> None:
+    stream = tmp_path / "dump.yaml"
+    yaml = YAML(typ="safe", pure=True)
+    with stream.open("w") as handle:
+        yaml.dump_all(list(fixture_lists().values()), handle)
+    assert summary(read_snapshot(stream, NOW)) == summary(read_snapshot(FIXTURE, NOW))
+
+
+def test_single_object_and_bare_array(tmp_path: Path) -> None:
+    nodes = fixture_lists()["nodes"]["items"]
+    single = tmp_path / "node.json"
+    single.write_text(json.dumps({"kind": "Node", "apiVersion": "v1", **nodes[0]}))
+    assert len(read_snapshot(single, NOW).nodes) == 1
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"kind": "PodList", "items": [', "not valid JSON"),
+        ('{"kind": "List", "items": []}\n{oops', "not valid JSON"),
+        ("key: [unclosed", "not a kubectl snapshot"),
+        ('{"metadata": {"name": "x"}}', "without `kind`"),
+        ("42", "expected Kubernetes objects"),
+        ("", "no Kubernetes objects"),
+        (
+            '{"kind":"PodList","items":[{"metadata":{"name":"p"},"spec":{"containers":'
+            '[{"resources":{"requests":{"cpu":"lots"}}}]},"status":{"phase":"Running"}}]}',
+            "cpu",
+        ),
+    ],
+)
+def test_malformed_snapshot_is_one_line_user_error(tmp_path: Path, content: str, message: str) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    with pytest.raises(UserError) as info:
+        read_snapshot(bad, NOW)
+    assert message in str(info.value)
+    assert "\n" not in str(info.value)
+    assert str(bad) in str(info.value)
+
+
+def test_missing_snapshot(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="snapshot file not found"):
+        read_snapshot(tmp_path / "nope.json", NOW)
+
+
+def test_terminal_pods_left_out(tmp_path: Path) -> None:
+    pods = [
+        {"metadata": {"name": n, "namespace": "d"}, "spec": {"containers": []}, "status": {"phase": phase}}
+        for n, phase in [("a", "Running"), ("b", "Succeeded"), ("c", "Failed"), ("d", "Pending")]
+    ]
+    path = tmp_path / "pods.json"
+    path.write_text(json.dumps({"kind": "PodList", "apiVersion": "v1", "items": pods}))
+    assert sorted(p.name for p in read_snapshot(path, NOW).pods) == ["a", "d"]

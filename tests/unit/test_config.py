@@ -90,10 +90,11 @@ def test_missing_file(tmp_path: Path) -> None:
 
 def test_priority_expander_needs_priorities() -> None:
     document = parse_yaml("cluster: c\nexpander: priority,least-waste\n", "x.yaml")
-    with pytest.raises(UserError, match="expanderOptions.priorities"):
+    with pytest.raises(UserError, match=r"expanderOptions\.priorities"):
         config_from_document(document, "x.yaml")
     document = parse_yaml(
-        "cluster: c\nexpander: priority,least-waste\nexpanderOptions:\n  priorities: {'10': ['.*'], '50': [spot]}\n",
+        "cluster: c\nexpander: priority,least-waste\n"
+        "expanderOptions:\n  priorities: {'10': ['.*'], '50': [spot]}\n",
         "x.yaml",
     )
     config = config_from_document(document, "x.yaml")

@@ -40,7 +40,7 @@ def test_parse_quantity_exact(text: str, value: Fraction) -> None:
     "text", ["", "abc", "1.2.3", "5 Gi", "Gi", "1GiB", "1e", "--1", "1e999", "0x10", "1K"]
 )
 def test_garbage_is_a_clear_error(text: str) -> None:
-    with pytest.raises(QuantityError, match="is not a Kubernetes quantity|out of range"):
+    with pytest.raises(QuantityError, match=r"is not a Kubernetes quantity|out of range"):
         parse_quantity(text)
 
 

@@ -45,7 +45,7 @@ def test_fixture_directory_reads_cleanly() -> None:
 def test_typed_list_files_equal_kubectl_list(tmp_path: Path) -> None:
     lists = fixture_lists()
     items = []
-    for stem, document in lists.items():
+    for document in lists.values():
         kind = document["kind"].removesuffix("List")
         items += [{"kind": kind, "apiVersion": document["apiVersion"], **item} for item in document["items"]]
     combined = tmp_path / "all.json"

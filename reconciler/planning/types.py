@@ -1,0 +1,156 @@
+"""What the planner takes and what it returns. Pure data: the edges fill the inputs (cluster, ASGs,
+the manifest on main, the state branch) and turn the plan into Git commits or JSON."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from reconciler.config import Config
+from reconciler.inventory import Inventory
+
+SCALE_UP = "scale-up"
+SCALE_DOWN = "scale-down"
+NONE = "none"
+
+
+@dataclass(frozen=True)
+class CommittedGroup:
+    """A group's entry in the manifest on main: the capacity already decided."""
+
+    desired: int
+    remove_instances: tuple[str, ...] = ()  # approved, not yet applied
+    hold: bool = False
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """A group whose new instances did not register in time: skipped until `until`."""
+
+    until: datetime
+    count: int  # consecutive failures; the next backoff doubles up to scaleUp.maxBackoff
+
+
+@dataclass(frozen=True)
+class PlannerMemory:
+    """What one-shot runs must remember between plans (kept on the state branch, DESIGN §3.9)."""
+
+    unneeded_since: Mapping[str, datetime] = field(default_factory=dict)  # node name -> since
+    backoffs: Mapping[str, Backoff] = field(default_factory=dict)  # group -> backoff
+    last_scale_up: Mapping[str, datetime] = field(default_factory=dict)  # group -> last applied (records)
+
+
+@dataclass(frozen=True)
+class PlanInputs:
+    inventory: Inventory
+    config: Config
+    now: datetime
+    committed: Mapping[str, CommittedGroup] = field(default_factory=dict)
+    memory: PlannerMemory = PlannerMemory()
+
+
+@dataclass(frozen=True)
+class Removal:
+    """One instance to drain and terminate, and why it is safe."""
+
+    instance_id: str
+    node: str | None  # None for an instance that never registered
+    utilization: float | None
+    reason: str
+    since: datetime | None  # unneeded / not ready / unregistered since
+
+
+@dataclass(frozen=True)
+class GroupPlan:
+    name: str
+    min_size: int
+    max_size: int
+    current: int  # the ASG's DesiredCapacity
+    desired: int
+    action: str  # scale-up | scale-down | none
+    reasons: tuple[str, ...] = ()
+    removals: tuple[Removal, ...] = ()
+    cancelled_removals: tuple[str, ...] = ()  # approved removals the plan gives back (capacity needed)
+    held: bool = False
+    upcoming: int = 0  # instances launching plus committed-but-unapplied increase
+    new_nodes: int = 0  # nodes this plan adds on top of the baseline
+    backoff_until: datetime | None = None
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def remove_instances(self) -> tuple[str, ...]:
+        return tuple(r.instance_id for r in self.removals)
+
+
+@dataclass(frozen=True)
+class PodOutcome:
+    pod: str  # namespace/name
+    node_group: str | None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class UnremovableNode:
+    node: str
+    node_group: str | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    cluster: str
+    groups: tuple[GroupPlan, ...]
+    pending: tuple[PodOutcome, ...]
+    unremovable: tuple[UnremovableNode, ...]
+    warnings: tuple[str, ...] = ()
+    memory: PlannerMemory = PlannerMemory()  # updated memory to persist
+
+    def group(self, name: str) -> GroupPlan:
+        return next(g for g in self.groups if g.name == name)
+
+    @property
+    def changed(self) -> bool:
+        return any(g.action != NONE or g.cancelled_removals for g in self.groups)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The public JSON shape (DESIGN §5.4, schemas/plan.schema.json)."""
+        return {
+            "cluster": self.cluster,
+            "nodeGroups": [
+                {
+                    "name": g.name,
+                    "minSize": g.min_size,
+                    "maxSize": g.max_size,
+                    "current": g.current,
+                    "desired": g.desired,
+                    "action": g.action,
+                    "reasons": list(g.reasons),
+                    "removeInstances": list(g.remove_instances),
+                    "removals": [
+                        {
+                            "instance": r.instance_id,
+                            "node": r.node,
+                            "utilization": None if r.utilization is None else round(r.utilization, 4),
+                            "reason": r.reason,
+                            "since": r.since.isoformat() if r.since else None,
+                        }
+                        for r in g.removals
+                    ],
+                    "held": g.held,
+                    "upcoming": g.upcoming,
+                    "backoffUntil": g.backoff_until.isoformat() if g.backoff_until else None,
+                    "warnings": list(g.warnings),
+                }
+                for g in self.groups
+            ],
+            "pendingPods": [
+                {"pod": o.pod, "nodeGroup": o.node_group, **({"reason": o.reason} if o.reason else {})}
+                for o in self.pending
+            ],
+            "unremovableNodes": [
+                {"node": u.node, "nodeGroup": u.node_group, "reason": u.reason} for u in self.unremovable
+            ],
+            "warnings": list(self.warnings),
+        }

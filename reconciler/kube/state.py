@@ -63,13 +63,14 @@ class StateBuilder:
             self.add(kind, raw)
 
     def build(self, now: datetime) -> ClusterState:
+        # One canonical order whatever the source's, so equal clusters give equal states and plans.
         return ClusterState(
             nodes=tuple(sorted(self.nodes, key=lambda n: n.name)),
-            pods=tuple(self.pods),
-            pdbs=tuple(self.pdbs),
-            daemonsets=tuple(self.daemonsets),
-            pvs=tuple(self.pvs),
-            pvcs=tuple(self.pvcs),
+            pods=tuple(sorted(self.pods, key=lambda p: (p.namespace, p.name))),
+            pdbs=tuple(sorted(self.pdbs, key=lambda p: (p.namespace, p.name))),
+            daemonsets=tuple(sorted(self.daemonsets, key=lambda d: (d.namespace, d.name))),
+            pvs=tuple(sorted(self.pvs, key=lambda v: v.name)),
+            pvcs=tuple(sorted(self.pvcs, key=lambda c: (c.namespace, c.name))),
             autoscaler=detect_autoscaler(self.autoscaler_configmap, self.autoscaler_lease, now),
             read_at=now,
         )

@@ -1,0 +1,108 @@
+"""Live listing through the official client against the fake API equals reading the same objects
+from a kubectl dump; faults become one-line errors."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from reconciler.config import KubernetesConfig
+from reconciler.errors import OperationError, UserError
+from reconciler.kube.client import api_client
+from reconciler.kube.live import LiveReader
+from reconciler.kube.snapshot import read_snapshot
+from tests.fakes import k8s_objects as k
+from tests.fakes.kube_api import FakeKubeAPI
+from tests.fixtures_kube import make_api_client
+
+NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+
+
+def populate(api: FakeKubeAPI) -> list[dict]:  # type: ignore[type-arg]
+    objects = [
+        k.node("node-a", zone="us-east-1a", instance_id="i-0aaa"),
+        k.node("node-b", zone="us-east-1b", instance_id="i-0bbb", taints=["dedicated=gpu:NoSchedule"]),
+        k.node("node-c", ready=False, unschedulable=True, instance_id="i-0ccc"),
+        k.daemonset("kube-proxy", requests={"cpu": "100m"}, tolerations=[{"operator": "Exists"}]),
+        k.pdb("web", "shop", match_labels={"app": "web"}, disruptions_allowed=1),
+        k.pv("pv-1", zones=["us-east-1b"], claim="shop/data-0"),
+        k.pvc("data-0", "shop", volume_name="pv-1"),
+        k.configmap(
+            "cluster-autoscaler-status",
+            "kube-system",
+            annotations={"cluster-autoscaler.kubernetes.io/last-updated": "2026-01-01 11:59:00 +0000 UTC"},
+        ),
+    ]
+    for i in range(7):
+        objects.append(
+            k.pod(
+                f"web-{i}",
+                "shop",
+                labels={"app": "web"},
+                requests={"cpu": "250m", "memory": "256Mi"},
+                node_name="node-a" if i % 2 else "node-b",
+                owner_kind="ReplicaSet",
+                owner_name="web-abc",
+                volumes=[k.pvc_volume("data", "data-0")] if i == 0 else None,
+            )
+        )
+    objects += [
+        k.pod("pending-0", "batch", requests={"cpu": "2"}, owner_kind="Job", owner_name="j"),
+        k.pod("done-0", "batch", node_name="node-a", phase="Succeeded"),
+        k.pod("failed-0", "batch", node_name="node-a", phase="Failed"),
+    ]
+    for obj in objects:
+        api.put(obj)
+    return objects
+
+
+def test_live_listing_pages_and_equals_the_snapshot(kube_api: FakeKubeAPI, tmp_path: Path) -> None:
+    objects = populate(kube_api)
+    live = LiveReader(make_api_client(kube_api.url), page_size=3).read(NOW)
+
+    dump = tmp_path / "dump.json"
+    dump.write_text(json.dumps({"kind": "List", "apiVersion": "v1", "items": objects}))
+    snapshot = read_snapshot(dump, NOW)
+
+    assert live == snapshot
+    assert len(live.pods) == 8  # terminal pods left out by the field selector
+    assert [n.name for n in live.nodes] == ["node-a", "node-b", "node-c"]
+    assert live.autoscaler is not None
+    assert live.pvs[0].zones == ("us-east-1b",)
+    # 8 non-terminal pods at 3 per page: three requests, each with the terminal-phase field selector
+    pod_lists = [c for c in kube_api.calls if c[1] == "/api/v1/pods"]
+    assert sum(kube_api.calls[c] for c in pod_lists) == 3
+
+
+def test_reads_through_a_kubeconfig(kube_api: FakeKubeAPI, kubeconfig_path: Path) -> None:
+    populate(kube_api)
+    state = LiveReader(api_client(KubernetesConfig(kubeconfig=str(kubeconfig_path)))).read(NOW)
+    assert len(state.nodes) == 3
+
+
+def test_unreachable_api_server_is_one_line() -> None:
+    client = make_api_client("http://127.0.0.1:9")
+    client.configuration.retries = 0
+    with pytest.raises(OperationError) as info:
+        LiveReader(client).read(NOW)
+    assert "cannot reach the Kubernetes API at http://127.0.0.1:9" in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_forbidden_names_the_list_and_the_fix(kube_api: FakeKubeAPI) -> None:
+    populate(kube_api)
+    kube_api.fault = lambda method, path, query: (
+        (403, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden", "code": 403})
+        if path == "/api/v1/pods"
+        else None
+    )
+    with pytest.raises(OperationError, match="list Pods: forbidden"):
+        LiveReader(make_api_client(kube_api.url)).read(NOW)
+
+
+def test_missing_kubeconfig_is_user_error(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="kubernetes.kubeconfig"):
+        api_client(KubernetesConfig(kubeconfig=str(tmp_path / "missing")))

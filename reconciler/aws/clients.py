@@ -1,0 +1,172 @@
+"""boto3 clients for the AWS edge, and the one place AWS failures become our errors.
+
+Endpoints, profiles and credentials come only from boto3's own settings (`AWS_ENDPOINT_URL`,
+`AWS_ENDPOINT_URL_AUTOSCALING`, `AWS_PROFILE`, IRSA, instance roles): a config key of ours would be one
+more way to point plan and apply at different accounts. Throttling is botocore's job: the retry
+config below is our whole retry logic, so every call (and every page of a paginator) gets it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import boto3
+import botocore.loaders
+import botocore.session
+from botocore.config import Config as BotoConfig
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    NoCredentialsError,
+    NoRegionError,
+    PartialCredentialsError,
+    ProfileNotFound,
+)
+from botocore.exceptions import (
+    ConnectionError as BotoConnectionError,
+)
+from botocore.parsers import ResponseParserError
+
+from reconciler.config import Config
+from reconciler.errors import OperationError, UserError
+
+if TYPE_CHECKING:
+    from mypy_boto3_autoscaling import AutoScalingClient
+    from mypy_boto3_ec2 import EC2Client
+
+DEFAULT_MAX_ATTEMPTS = 10
+CREDENTIALS_FIX = (
+    "set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or run with an instance role/IRSA"
+)
+_USERINFO = re.compile(r"//[^/@\s]+@")  # credentials embedded in an endpoint URL never reach a message
+_AUTH_CODES = frozenset(
+    {
+        "AuthFailure",
+        "ExpiredToken",
+        "ExpiredTokenException",
+        "InvalidClientTokenId",
+        "SignatureDoesNotMatch",
+        "UnrecognizedClientException",
+    }
+)
+
+
+_LOADER = botocore.loaders.create_loader()
+
+
+def core_session() -> botocore.session.Session:
+    """A fresh botocore session (credentials and settings read anew) sharing one model loader per
+    process: re-reading botocore's service JSON costs about half a second per session."""
+    core = botocore.session.get_session()
+    core.register_component("data_loader", _LOADER)
+    return core
+
+
+def new_session(region: str | None = None) -> boto3.Session:
+    return boto3.Session(botocore_session=core_session(), region_name=region)
+
+
+@dataclass(frozen=True)
+class AwsClients:
+    autoscaling: AutoScalingClient
+    ec2: EC2Client
+    region: str
+
+
+def retry_config(core: botocore.session.Session) -> BotoConfig:
+    """Standard (or the user's adaptive) retries with enough attempts to ride out throttling.
+
+    `AWS_RETRY_MODE` / `AWS_MAX_ATTEMPTS` (or the profile's settings) still win, so an operator can
+    tune retries without a release; the legacy mode is never used because it retries too little.
+    """
+    mode = core.get_config_variable("retry_mode")
+    attempts = core.get_config_variable("max_attempts")
+    return BotoConfig(
+        retries={
+            "mode": mode if mode in ("standard", "adaptive") else "standard",
+            "total_max_attempts": int(attempts) if attempts else DEFAULT_MAX_ATTEMPTS,
+        },
+        connect_timeout=10,
+        read_timeout=60,
+    )
+
+
+def make_clients(config: Config) -> AwsClients:
+    """Clients for `config.region` (else the standard chain), failing early on missing credentials
+    or region so the user sees the fix before any work is done."""
+    with aws_errors():
+        core = core_session()
+        session = boto3.Session(botocore_session=core, region_name=config.region or None)
+        region = session.region_name
+    if not region:
+        raise UserError(
+            f"{config.source or 'config'}: region: not set, and no AWS region in the environment "
+            "(set `region:` in the config, or AWS_REGION / AWS_DEFAULT_REGION)"
+        )
+    with aws_errors():
+        if session.get_credentials() is None:
+            raise NoCredentialsError()
+        options = retry_config(core)
+        autoscaling = session.client("autoscaling", config=options)
+        ec2 = session.client("ec2", config=options)
+    return AwsClients(autoscaling=autoscaling, ec2=ec2, region=region)
+
+
+def aws_clients(config: Config) -> tuple[AutoScalingClient, EC2Client]:
+    """The pair discovery takes, for callers that do not need the region."""
+    clients = make_clients(config)
+    return clients.autoscaling, clients.ec2
+
+
+@contextmanager
+def aws_errors(doing: str = "") -> Iterator[None]:
+    """Turn botocore failures into one-line UserError / OperationError (no traceback, no secrets)."""
+    context = f" while {doing}" if doing else ""
+    try:
+        yield
+    except ProfileNotFound as exc:
+        raise UserError(f"{_one_line(exc)}: fix AWS_PROFILE or add the profile to ~/.aws/config") from None
+    except (NoCredentialsError, PartialCredentialsError):
+        raise UserError(f"no usable AWS credentials{context}: {CREDENTIALS_FIX}") from None
+    except NoRegionError:
+        raise UserError(
+            "region: not set, and no AWS region in the environment "
+            "(set `region:` in the config, or AWS_REGION / AWS_DEFAULT_REGION)"
+        ) from None
+    except ClientError as exc:
+        raise OperationError(_client_error_message(exc, context)) from None
+    except BotoConnectionError as exc:
+        raise OperationError(f"cannot reach the AWS endpoint{context}: {_one_line(exc)}") from None
+    except (BotoCoreError, ResponseParserError) as exc:
+        raise OperationError(f"AWS call failed{context}: {_one_line(exc)}") from None
+
+
+def error_code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def is_aws_endpoint(client: Any) -> bool:
+    """True for AWS's own endpoints; False for an `AWS_ENDPOINT_URL` override such as moto."""
+    host = urlsplit(str(client.meta.endpoint_url)).hostname or ""
+    return host.endswith((".amazonaws.com", ".amazonaws.com.cn", ".api.aws"))
+
+
+def _client_error_message(exc: ClientError, context: str) -> str:
+    code = error_code(exc) or "error"
+    message = _one_line(str(exc.response.get("Error", {}).get("Message", "")))
+    text = f"AWS {exc.operation_name} failed{context}: {code}" + (f": {message}" if message else "")
+    if code in _AUTH_CODES:
+        text += f" (check the AWS credentials: {CREDENTIALS_FIX})"
+    elif code in ("AccessDenied", "AccessDeniedException", "UnauthorizedOperation"):
+        text += f" (grant {exc.operation_name} to the role asg-reconciler runs as)"
+    return text
+
+
+def _one_line(value: object) -> str:
+    text = _USERINFO.sub("//", " ".join(str(value).split()))
+    return text if len(text) <= 300 else text[:297] + "..."

@@ -1,0 +1,219 @@
+"""Which ASGs are ours, and the AWS edge's one entry point, `discover_node_groups`.
+
+Specs are cluster-autoscaler's `--nodes` and `--node-group-auto-discovery`, parsed exactly as its AWS
+provider parses them so users copy their flags into `nodeGroups:` unchanged: `min:max:name` (split at
+the first two colons), and `asg:tag=k1,k2=v` where every tag must match (AND), a key without a value
+only needs to exist, and a repeated key keeps its last value. Auto-discovery is one paged
+DescribeAutoScalingGroups with tag filters per spec; explicit names are described 100 at a time (the
+API's limit). A group found by several specs appears once, and an explicit spec wins because its
+min/max are the user's own.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from reconciler.aws.clients import aws_errors
+from reconciler.aws.groups import (
+    DELETING,
+    RefreshChecker,
+    asg_tags,
+    build_node_group,
+    fetch_instances,
+    groups_with_policies,
+)
+from reconciler.aws.instance_types import describe_instance_types
+from reconciler.aws.launch import launch_types
+from reconciler.config import Config, NodeGroupsConfig
+from reconciler.errors import UserError
+from reconciler.model import NodeGroup
+
+if TYPE_CHECKING:
+    from mypy_boto3_autoscaling import AutoScalingClient
+    from mypy_boto3_autoscaling.type_defs import AutoScalingGroupTypeDef, FilterTypeDef
+    from mypy_boto3_ec2 import EC2Client
+
+PAGE_SIZE = 100  # DescribeAutoScalingGroups' MaxRecords ceiling
+NAMES_PER_CALL = 100  # AutoScalingGroupNames accepts at most 100 names
+_INT = re.compile(r"^[+-]?[0-9]+$")
+
+
+@dataclass(frozen=True)
+class ExplicitSpec:
+    """`min:max:name`; min/max are the bounds the planner keeps within (cluster-autoscaler's --nodes)."""
+
+    min_size: int
+    max_size: int
+    name: str
+    text: str
+
+
+@dataclass(frozen=True)
+class TagSpec:
+    """`asg:tag=...` as (key, value) pairs; an empty value means "the key exists"."""
+
+    tags: tuple[tuple[str, str], ...]
+    text: str
+
+    def matches(self, asg_tags: Mapping[str, str]) -> bool:
+        return all(key in asg_tags and (not value or asg_tags[key] == value) for key, value in self.tags)
+
+
+@dataclass(frozen=True)
+class FoundAsg:
+    """A described ASG and the explicit spec that named it (None when found by tags only)."""
+
+    asg: AutoScalingGroupTypeDef
+    explicit: ExplicitSpec | None = None
+
+    @property
+    def name(self) -> str:
+        return self.asg["AutoScalingGroupName"]
+
+
+def parse_explicit(spec: str) -> ExplicitSpec:
+    """Parse `min:max:name` like cluster-autoscaler's SpecFromString (name may contain colons)."""
+    parts = spec.split(":", 2)
+    where = f"nodeGroups.explicit: {spec!r}"
+    if len(parts) != 3:
+        raise UserError(f"{where} is not min:max:name (e.g. 0:6:my-asg)")
+    low, high, name = parts
+    if not _INT.match(low) or not _INT.match(high):
+        raise UserError(f"{where}: min and max must be integers (use min:max:name, e.g. 0:6:my-asg)")
+    min_size, max_size = int(low), int(high)
+    if min_size < 0:
+        raise UserError(f"{where}: min size must be >= 0")
+    if max_size < min_size:
+        raise UserError(f"{where}: max size {max_size} is below min size {min_size}")
+    if not name:
+        raise UserError(f"{where}: the ASG name is empty (use min:max:name)")
+    return ExplicitSpec(min_size, max_size, name, spec)
+
+
+def parse_auto_discovery(spec: str) -> TagSpec:
+    """Parse `asg:tag=k1,k2=v` like cluster-autoscaler's parseASGAutoDiscoverySpec."""
+    where = f"nodeGroups.autoDiscovery: {spec!r}"
+    discoverer, sep, param = spec.partition(":")
+    if not sep:
+        raise UserError(f"{where} is not asg:tag=key1,key2=value")
+    if discoverer != "asg":
+        raise UserError(f"{where}: unsupported discoverer {discoverer!r} (only asg:tag=... is supported)")
+    key, sep, value = param.partition("=")
+    if not sep:
+        raise UserError(f"{where}: expected tag=key1,key2=value after asg:")
+    if key != "tag":
+        raise UserError(f"{where}: unsupported parameter {key!r} (the only supported one is tag)")
+    if not value:
+        raise UserError(f"{where}: no tag given (use asg:tag=key1,key2=value)")
+    tags: dict[str, str] = {}
+    for item in value.split(","):
+        tag_key, _, tag_value = item.partition("=")
+        if not tag_key:
+            raise UserError(f"{where}: empty tag key (use asg:tag=key1,key2=value)")
+        tags[tag_key] = tag_value
+    return TagSpec(tuple(tags.items()), spec)
+
+
+def tag_filters(spec: TagSpec) -> list[FilterTypeDef]:
+    """One filter per tag, as cluster-autoscaler builds them; AWS ANDs separate filters."""
+    return [
+        {"Name": f"tag:{key}", "Values": [value]} if value else {"Name": "tag-key", "Values": [key]}
+        for key, value in spec.tags
+    ]
+
+
+def merge_found(
+    explicit: Sequence[tuple[ExplicitSpec, AutoScalingGroupTypeDef]],
+    discovered: Iterable[AutoScalingGroupTypeDef],
+) -> tuple[FoundAsg, ...]:
+    """Each ASG once, explicit first-class; sorted by name so every run lists groups the same way."""
+    found: dict[str, FoundAsg] = {}
+    for asg in discovered:
+        found.setdefault(asg["AutoScalingGroupName"], FoundAsg(asg))
+    for spec, asg in explicit:
+        found[spec.name] = FoundAsg(asg, spec)
+    return tuple(found[name] for name in sorted(found))
+
+
+def discover_asgs(
+    node_groups: NodeGroupsConfig, autoscaling: AutoScalingClient, source: str = ""
+) -> tuple[FoundAsg, ...]:
+    """Describe every ASG the config names or its tag specs match."""
+    tag_specs = [parse_auto_discovery(spec) for spec in node_groups.auto_discovery]
+    explicit_specs: dict[str, ExplicitSpec] = {}
+    for text in node_groups.explicit:
+        spec = parse_explicit(text)
+        explicit_specs[spec.name] = spec  # a repeated name keeps its last spec, as --nodes does
+    discovered: list[AutoScalingGroupTypeDef] = []
+    for tag_spec in tag_specs:
+        discovered.extend(
+            asg
+            for asg in describe_by_tags(autoscaling, tag_spec)
+            if asg.get("Status") != DELETING and tag_spec.matches(asg_tags(asg))
+        )
+    by_name = {asg["AutoScalingGroupName"]: asg for asg in describe_by_names(autoscaling, explicit_specs)}
+    missing = [name for name in explicit_specs if name not in by_name]
+    if missing:
+        prefix = f"{source}: " if source else ""
+        listed = ", ".join(repr(name) for name in missing)
+        raise UserError(
+            f"{prefix}nodeGroups.explicit: no Auto Scaling group named {listed} in this account and region "
+            "(check the name and `region`, or remove the entry)"
+        )
+    explicit = [(spec, by_name[name]) for name, spec in explicit_specs.items()]
+    return merge_found(explicit, discovered)
+
+
+def describe_by_tags(autoscaling: AutoScalingClient, spec: TagSpec) -> list[AutoScalingGroupTypeDef]:
+    paginator = autoscaling.get_paginator("describe_auto_scaling_groups")
+    pages = paginator.paginate(Filters=tag_filters(spec), PaginationConfig={"PageSize": PAGE_SIZE})
+    return [asg for page in pages for asg in page["AutoScalingGroups"]]
+
+
+def describe_by_names(autoscaling: AutoScalingClient, names: Iterable[str]) -> list[AutoScalingGroupTypeDef]:
+    wanted = list(names)
+    paginator = autoscaling.get_paginator("describe_auto_scaling_groups")
+    groups: list[AutoScalingGroupTypeDef] = []
+    for start in range(0, len(wanted), NAMES_PER_CALL):
+        batch = wanted[start : start + NAMES_PER_CALL]
+        pages = paginator.paginate(AutoScalingGroupNames=batch, PaginationConfig={"PageSize": PAGE_SIZE})
+        groups.extend(asg for page in pages for asg in page["AutoScalingGroups"])
+    return groups
+
+
+def discover_node_groups(
+    config: Config, autoscaling: AutoScalingClient, ec2: EC2Client
+) -> tuple[NodeGroup, ...]:
+    """Every node group the config names, fully described, sorted by name.
+
+    Raises UserError for config problems (bad spec, unknown explicit ASG, no credentials) and
+    OperationError when AWS still fails after botocore's retries.
+    """
+    with aws_errors("describing node groups"):
+        found = discover_asgs(config.node_groups, autoscaling, config.source)
+        if not found:
+            return ()
+        asgs = [f.asg for f in found]
+        launches = launch_types(autoscaling, ec2, asgs)
+        known_types = describe_instance_types(ec2, {t for lt in launches.values() for t in lt.instance_types})
+        ec2_facts = fetch_instances(ec2, (i["InstanceId"] for asg in asgs for i in asg.get("Instances", [])))
+        with_policies = groups_with_policies(autoscaling)
+        refreshes = RefreshChecker(autoscaling)
+        region = str(ec2.meta.region_name or "")
+        return tuple(
+            build_node_group(
+                f.asg,
+                f.explicit,
+                launch=launches[f.name],
+                ec2_facts=ec2_facts,
+                has_policies=f.name in with_policies,
+                has_refresh=refreshes.active(f.name),
+                known_types=known_types,
+                region=region,
+                settings=config.node_templates,
+            )
+            for f in found
+        )

@@ -6,25 +6,33 @@ Accepted, so users can feed whatever they have:
 - a stream of JSON documents back to back, as `kubectl cluster-info dump` prints them;
 - a YAML stream (`---` separated), as `kubectl get -o yaml` prints;
 - a directory, as `kubectl cluster-info dump --output-directory` writes it (every .json/.yaml in it).
+
+A single JSON document (the large case) is decoded with the pruned schemas of `kube.schema`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import orjson
+import msgspec
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from reconciler.errors import UserError
+from reconciler.kube.schema import READ_KINDS, envelope_decoder, item_decoder, kind_decoder
 from reconciler.kube.state import StateBuilder
 from reconciler.model import ClusterState
 
 _SUFFIXES = (".json", ".yaml", ".yml")
+_NO_KIND = (
+    "{file}: an object without `kind` outside a typed list (use kubectl get ... -o json, which records kinds)"
+)
+
+Object = tuple[str, Mapping[str, Any]]
 
 
 def read_snapshot(path: Path, now: datetime) -> ClusterState:
@@ -55,24 +63,58 @@ def _files(path: Path) -> list[Path]:
     return [path]
 
 
-def _documents(file: Path) -> Iterator[Any]:
+def _read(file: Path) -> bytes:
     try:
-        data = file.read_bytes()
+        return file.read_bytes()
     except OSError as exc:
         raise UserError(f"{file}: cannot read: {exc.strerror}") from None
+
+
+def _objects(file: Path) -> Iterator[Object]:
+    data = _read(file)
     stripped = data.lstrip()
     if not stripped:
         return
-    if stripped[:1] in (b"{", b"["):
+    if stripped[:1] == b"{":
         try:
-            yield orjson.loads(data)  # the common case: one document
+            envelope = envelope_decoder.decode(data)
+        except msgspec.DecodeError:
+            pass  # not one JSON object: a stream of them, handled below
+        else:
+            yield from _pruned(envelope, data, file)
             return
-        except orjson.JSONDecodeError:
-            pass
-        yield from _json_stream(data.decode("utf-8", errors="replace"), file)
+    for document in _documents(data, file):
+        yield from _flatten(document, file)
+
+
+def _pruned(envelope: Mapping[str, Any], data: bytes, file: Path) -> Iterator[Object]:
+    """One JSON document, decoded with the pruned schemas: only what the planner reads is built."""
+    kind = envelope.get("kind") or ""
+    try:
+        if "items" not in envelope or (kind and not kind.endswith("List")):
+            if not kind:
+                raise UserError(_NO_KIND.format(file=file))
+            if kind in READ_KINDS:
+                yield kind, item_decoder(kind).decode(data)
+            return
+        item_kind = kind[: -len("List")] if kind and kind != "List" else ""
+        for raw in envelope["items"]:
+            this_kind = item_kind or kind_decoder.decode(raw).get("kind", "")
+            if not this_kind:
+                raise UserError(_NO_KIND.format(file=file))
+            if this_kind in READ_KINDS:
+                yield this_kind, item_decoder(this_kind).decode(raw)
+    except msgspec.ValidationError as exc:
+        raise UserError(f"{file}: not a valid Kubernetes object: {exc}") from None
+
+
+def _documents(data: bytes, file: Path) -> Iterator[Any]:
+    text = data.decode("utf-8", errors="replace")
+    if data.lstrip()[:1] in (b"{", b"["):
+        yield from _json_stream(text, file)
         return
     try:
-        yield from YAML(typ="safe", pure=True).load_all(data.decode("utf-8", errors="replace"))
+        yield from YAML(typ="safe", pure=True).load_all(text)
     except YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f":{mark.line + 1}" if mark is not None else ""
@@ -83,7 +125,7 @@ def _documents(file: Path) -> Iterator[Any]:
 
 
 def _json_stream(text: str, file: Path) -> Iterator[Any]:
-    """Concatenated JSON documents (`kubectl cluster-info dump`)."""
+    """Concatenated JSON documents (`kubectl cluster-info dump`), or a bare JSON array."""
     decoder = json.JSONDecoder()
     position, length = 0, len(text)
     while True:
@@ -98,12 +140,7 @@ def _json_stream(text: str, file: Path) -> Iterator[Any]:
         yield document
 
 
-def _objects(file: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    for document in _documents(file):
-        yield from _flatten(document, file)
-
-
-def _flatten(document: Any, file: Path, inherited_kind: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+def _flatten(document: Any, file: Path, inherited_kind: str = "") -> Iterator[Object]:
     if document is None:
         return
     if isinstance(document, list):
@@ -119,8 +156,5 @@ def _flatten(document: Any, file: Path, inherited_kind: str = "") -> Iterator[tu
             yield from _flatten(item, file, item_kind)
         return
     if not kind:
-        raise UserError(
-            f"{file}: an object without `kind` outside a typed list "
-            "(use kubectl get ... -o json, which records kinds)"
-        )
+        raise UserError(_NO_KIND.format(file=file))
     yield kind, document

@@ -83,6 +83,7 @@ def test_single_object_and_bare_array(tmp_path: Path) -> None:
         ('{"metadata": {"name": "x"}}', "without `kind`"),
         ("42", "expected Kubernetes objects"),
         ("", "no Kubernetes objects"),
+        ('{"kind": "PodList", "items": [{"spec": {"priority": "high"}}]}', "Expected `int`, got `str`"),
         (
             '{"kind":"PodList","items":[{"metadata":{"name":"p"},"spec":{"containers":'
             '[{"resources":{"requests":{"cpu":"lots"}}}]},"status":{"phase":"Running"}}]}',

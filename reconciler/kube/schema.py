@@ -1,0 +1,165 @@
+"""The parts of Kubernetes objects the planner reads, as pruned JSON schemas for msgspec.
+
+A real pod is ~4 KB of JSON of which the planner needs a few hundred bytes; managedFields, env,
+probes and container statuses are most of it. Decoding against these TypedDicts skips everything
+not declared here without building Python objects for it, which is 5-10x faster than a full
+`json.loads` and is what lets 150k pods list in seconds. The result is still plain dicts, so the
+same `parse.ObjectReader` reads them and the (unpruned) YAML snapshots alike.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from types import GenericAlias
+from typing import Any, TypedDict
+
+import msgspec
+
+
+class OwnerReferenceDoc(TypedDict, total=False):
+    kind: str
+    name: str
+    controller: bool
+
+
+class MetadataDoc(TypedDict, total=False):
+    name: str
+    namespace: str
+    uid: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    ownerReferences: list[OwnerReferenceDoc]
+    creationTimestamp: str
+
+
+class ResourcesDoc(TypedDict, total=False):
+    requests: dict[str, Any]
+
+
+class ContainerDoc(TypedDict, total=False):
+    resources: ResourcesDoc
+    ports: list[dict[str, Any]]
+    restartPolicy: str
+
+
+class VolumeDoc(TypedDict, total=False):
+    name: str
+    hostPath: dict[str, Any]
+    emptyDir: dict[str, Any]
+    persistentVolumeClaim: dict[str, Any]
+    ephemeral: dict[str, Any]
+
+
+class PodSpecDoc(TypedDict, total=False):
+    nodeName: str
+    containers: list[ContainerDoc]
+    initContainers: list[ContainerDoc]
+    overhead: dict[str, Any]
+    nodeSelector: dict[str, str]
+    affinity: dict[str, Any]
+    tolerations: list[dict[str, Any]]
+    topologySpreadConstraints: list[dict[str, Any]]
+    volumes: list[VolumeDoc]
+    priority: int
+
+
+class ConditionDoc(TypedDict, total=False):
+    type: str
+    status: str
+    reason: str
+    lastTransitionTime: str
+
+
+class PodStatusDoc(TypedDict, total=False):
+    phase: str
+    conditions: list[ConditionDoc]
+
+
+class PodDoc(TypedDict, total=False):
+    kind: str
+    metadata: MetadataDoc
+    spec: PodSpecDoc
+    status: PodStatusDoc
+
+
+class NodeSpecDoc(TypedDict, total=False):
+    providerID: str
+    taints: list[dict[str, Any]]
+    unschedulable: bool
+
+
+class NodeStatusDoc(TypedDict, total=False):
+    capacity: dict[str, Any]
+    allocatable: dict[str, Any]
+    conditions: list[ConditionDoc]
+
+
+class NodeDoc(TypedDict, total=False):
+    kind: str
+    metadata: MetadataDoc
+    spec: NodeSpecDoc
+    status: NodeStatusDoc
+
+
+class PodTemplateDoc(TypedDict, total=False):
+    spec: PodSpecDoc
+
+
+class DaemonSetSpecDoc(TypedDict, total=False):
+    template: PodTemplateDoc
+
+
+class DaemonSetDoc(TypedDict, total=False):
+    kind: str
+    metadata: MetadataDoc
+    spec: DaemonSetSpecDoc
+
+
+class KindDoc(TypedDict, total=False):
+    kind: str
+
+
+ListMetaDoc = TypedDict("ListMetaDoc", {"continue": str, "resourceVersion": str}, total=False)
+
+# Kinds we read but that are small or rare: decoded whole.
+_WHOLE = dict[str, Any]
+_ITEM_TYPES: dict[str, Any] = {
+    "Pod": PodDoc,
+    "Node": NodeDoc,
+    "DaemonSet": DaemonSetDoc,
+    "PodDisruptionBudget": _WHOLE,
+    "PersistentVolume": _WHOLE,
+    "PersistentVolumeClaim": _WHOLE,
+    "ConfigMap": _WHOLE,
+    "Lease": _WHOLE,
+}
+READ_KINDS = frozenset(_ITEM_TYPES)
+
+
+def _list_type(kind: str) -> Any:
+    items = GenericAlias(list, (_ITEM_TYPES[kind],))
+    return TypedDict(  # type: ignore[operator]
+        f"{kind}ListDoc", {"kind": str, "metadata": ListMetaDoc, "items": items}, total=False
+    )
+
+
+@cache
+def list_decoder(kind: str) -> msgspec.json.Decoder[Any]:
+    """Decoder for a list response (`PodList`, ...) of a kind we read."""
+    return msgspec.json.Decoder(_list_type(kind))
+
+
+@cache
+def item_decoder(kind: str) -> msgspec.json.Decoder[Any]:
+    return msgspec.json.Decoder(_ITEM_TYPES[kind])
+
+
+class EnvelopeDoc(TypedDict, total=False):
+    """Any document: its kind and, for lists, the still-encoded items."""
+
+    kind: str
+    items: list[msgspec.Raw]
+
+
+envelope_decoder = msgspec.json.Decoder(EnvelopeDoc)
+kind_decoder = msgspec.json.Decoder(KindDoc)

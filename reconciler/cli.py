@@ -1,0 +1,103 @@
+"""The command line: argument parsing and wiring only (DESIGN §5.1)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from reconciler.config import Config, config_path, load_config
+from reconciler.errors import ReconcilerError
+from reconciler.output import to_json, to_yaml
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _config_option(function: F) -> F:
+    return click.option(
+        "--config",
+        "config_file",
+        metavar="FILE",
+        help="Config file (default: $ASG_RECONCILER_CONFIG, else asg-reconciler.yaml).",
+    )(function)
+
+
+def _output_option(*formats: str) -> Callable[[F], F]:
+    def decorate(function: F) -> F:
+        return click.option(
+            "--output", "-o", type=click.Choice(formats), default=formats[0], show_default=True
+        )(function)
+
+    return decorate
+
+
+def _snapshot_option(function: F) -> F:
+    return click.option(
+        "--snapshot",
+        type=click.Path(path_type=Path),
+        metavar="FILE",
+        help="Read kubectl output (file or dump directory) instead of the live API.",
+    )(function)
+
+
+def _load(config_file: str | None) -> Config:
+    return load_config(config_path(config_file))
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="asg-reconciler")
+def cli() -> None:
+    """Desired capacity of every ASG behind a Kubernetes cluster, as reviewed Git commits."""
+
+
+@cli.command()
+@_config_option
+@_output_option("table", "json", "yaml")
+@_snapshot_option
+def status(config_file: str | None, output: str, snapshot: Path | None) -> None:
+    """Node groups, nodes, pending pods and warnings (read-only)."""
+    from reconciler.status import build_status, render_status_table
+    from reconciler.world import observe
+
+    config = _load(config_file)
+    report = build_status(config.cluster, observe(config, snapshot, _now()))
+    if output == "table":
+        click.echo(render_status_table(report), nl=False)
+    elif output == "json":
+        click.echo(to_json(report.to_dict()), nl=False)
+    else:
+        click.echo(to_yaml(report.to_dict()), nl=False)
+
+
+@cli.command()
+def demo() -> None:
+    """The embedded walkthrough against an in-process AWS mock (what `make demo` runs)."""
+    from reconciler.demo.walkthrough import run_demo
+
+    run_demo(click.echo)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: user mistakes and failed operations become one line and an exit code."""
+    try:
+        result = cli.main(args=argv, prog_name="asg-reconciler", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(2 if isinstance(exc, click.UsageError) else exc.exit_code)
+    except ReconcilerError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    sys.exit(result if isinstance(result, int) else 0)

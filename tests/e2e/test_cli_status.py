@@ -1,0 +1,179 @@
+"""`asg-reconciler status` end to end: moto for AWS, a kubectl dump or the fake API for the cluster."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.cli import run
+from tests.fakes import k8s_objects as k
+from tests.fakes.kube_api import FakeKubeAPI
+from tests.fixtures_aws import MotoAws
+from tests.fixtures_kube import write_kubeconfig
+
+DISCOVERY = "asg:tag=k8s.io/cluster-autoscaler/enabled,k8s.io/cluster-autoscaler/prod"
+TAGS = {"k8s.io/cluster-autoscaler/enabled": "true", "k8s.io/cluster-autoscaler/prod": "owned"}
+
+
+def write_config(tmp_path: Path, extra: str = "") -> Path:
+    path = tmp_path / "asg-reconciler.yaml"
+    path.write_text(
+        f"cluster: prod\nregion: us-east-1\nnodeGroups:\n  autoDiscovery: ['{DISCOVERY}']\n{extra}"
+    )
+    return path
+
+
+def cluster_objects(aws: MotoAws) -> list[dict]:  # type: ignore[type-arg]
+    groups = aws.autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=["general"])
+    instances = sorted(groups["AutoScalingGroups"][0]["Instances"], key=lambda i: i["InstanceId"])
+    first = instances[0]
+    return [
+        k.node(
+            "node-1",
+            zone=first["AvailabilityZone"],
+            instance_id=first["InstanceId"],
+            instance_type="t3.small",
+        ),
+        k.node("stray", instance_id="i-0000000000000000f"),
+        k.pod(
+            "web-1",
+            "shop",
+            requests={"cpu": "500m", "memory": "256Mi"},
+            node_name="node-1",
+            owner_kind="ReplicaSet",
+            owner_name="web-1",
+        ),
+        k.pod("pending-1", "shop", requests={"cpu": "4"}, owner_kind="ReplicaSet", owner_name="web-1"),
+    ]
+
+
+@pytest.fixture
+def world(aws: MotoAws, tmp_path: Path) -> tuple[Path, Path]:
+    aws.asg("general", min_size=1, max_size=5, desired=2, tags=TAGS)
+    aws.asg(
+        "gpu",
+        min_size=0,
+        max_size=3,
+        desired=0,
+        tags={**TAGS, "k8s.io/cluster-autoscaler/node-template/taint/nvidia.com/gpu": "true:NoSchedule"},
+    )
+    aws.asg("other-cluster", desired=1, tags={"k8s.io/cluster-autoscaler/enabled": "true"})
+    snapshot = tmp_path / "dump.json"
+    snapshot.write_text(json.dumps({"kind": "List", "apiVersion": "v1", "items": cluster_objects(aws)}))
+    return write_config(tmp_path), snapshot
+
+
+def test_status_table(world: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    config, snapshot = world
+    result = run(capsys, "status", "--config", str(config), "--snapshot", str(snapshot))
+    assert result.code == 0, result.err
+    lines = {line.split()[0]: line for line in result.out.splitlines() if line.strip()}
+    assert "general" in lines and "gpu" in lines and "other-cluster" not in lines
+    assert lines["general"].split()[1:5] == ["1/5", "2", "1/1", "1"]
+    assert "pending (unschedulable) pods: 1" in result.out
+    assert "shop/pending-1" in result.out
+    assert "unmanaged nodes (in no node group): 1" in result.out
+
+
+def test_status_json(world: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    config, snapshot = world
+    result = run(capsys, "status", "--config", str(config), "--snapshot", str(snapshot), "--output", "json")
+    assert result.code == 0, result.err
+    report = json.loads(result.out)
+    general = next(g for g in report["groups"] if g["name"] == "general")
+    assert (general["registered"], general["ready"], general["unregistered"]) == (1, 1, 1)
+    assert general["cpu_requested"] == 500
+    assert general["template_source"] == "node node-1"
+    gpu = next(g for g in report["groups"] if g["name"] == "gpu")
+    assert gpu["template_source"].startswith("asg gpu")
+    assert report["pending_pods"] == ["shop/pending-1"]
+    assert report["unmanaged_nodes"] == ["stray"]
+
+
+def test_status_live_through_the_fake_api(
+    aws: MotoAws, kube_api: FakeKubeAPI, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    aws.asg("general", min_size=1, max_size=5, desired=2, tags=TAGS)
+    for obj in cluster_objects(aws):
+        kube_api.put(obj)
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", kube_api.url)
+    config = write_config(tmp_path, f"kubernetes: {{kubeconfig: {kubeconfig}}}\n")
+    result = run(capsys, "status", "--config", str(config), "--output", "json")
+    assert result.code == 0, result.err
+    assert json.loads(result.out)["pending_pods"] == ["shop/pending-1"]
+
+
+def test_status_warns_when_cluster_autoscaler_is_live(
+    aws: MotoAws, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    aws.asg("general", min_size=1, max_size=5, desired=1, tags=TAGS)
+    lease = k.lease("cluster-autoscaler", "kube-system", holder="ca-0", renew_time="2099-01-01T00:00:00Z")
+    snapshot = tmp_path / "dump.json"
+    snapshot.write_text(json.dumps({"kind": "List", "items": [lease]}))
+    result = run(capsys, "status", "--config", str(write_config(tmp_path)), "--snapshot", str(snapshot))
+    assert result.code == 0
+    assert "cluster-autoscaler is live" in result.out
+
+
+@pytest.mark.parametrize(
+    ("config_text", "message"),
+    [
+        (
+            "cluster: prod\nscaleDown: {unneededTime: 10 minutes}\n",
+            '"10 minutes" is not a duration (use 10m)',
+        ),
+        ("cluster: prod\nregion: us-east-1\nnodeGroups: {explicit: ['0:3:nope']}\n", "nodeGroups.explicit"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(
+    aws: MotoAws, tmp_path: Path, capsys: pytest.CaptureFixture[str], config_text: str, message: str
+) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(config_text)
+    snapshot = tmp_path / "empty.json"
+    snapshot.write_text('{"kind": "List", "items": [{"kind": "Node", "metadata": {"name": "n"}}]}')
+    result = run(capsys, "status", "--config", str(config), "--snapshot", str(snapshot))
+    assert result.code == 2
+    assert message in result.err
+    assert len(result.err.strip().splitlines()) == 1
+    assert "Traceback" not in result.err
+
+
+def test_missing_credentials_exit_2(
+    aws: MotoAws, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    snapshot = tmp_path / "n.json"
+    snapshot.write_text('{"kind": "Node", "metadata": {"name": "n"}}')
+    result = run(capsys, "status", "--config", str(write_config(tmp_path)), "--snapshot", str(snapshot))
+    assert result.code == 2
+    assert "credentials" in result.err
+    assert len(result.err.strip().splitlines()) == 1
+
+
+def test_unreachable_api_server_exit_1(
+    aws: MotoAws, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", "http://127.0.0.1:9")
+    config = write_config(tmp_path, f"kubernetes: {{kubeconfig: {kubeconfig}}}\n")
+    result = run(capsys, "status", "--config", str(config))
+    assert result.code == 1
+    assert "cannot reach the Kubernetes API" in result.err
+    assert len(result.err.strip().splitlines()) == 1
+
+
+def test_config_from_environment(
+    world: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config, snapshot = world
+    monkeypatch.setenv("ASG_RECONCILER_CONFIG", str(config))
+    assert run(capsys, "status", "--snapshot", str(snapshot)).code == 0
+
+
+def test_usage_error_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    result = run(capsys, "status", "--output", "xml")
+    assert result.code == 2
+    assert "Invalid value" in result.err

@@ -1,0 +1,157 @@
+"""How many new nodes of one shape would hold these pods: first-fit decreasing bin-packing.
+
+As cluster-autoscaler's binpacking estimator: each class is first tried on one empty new node (a
+class that does not fit there can never be helped by this group, and the reason says why); the rest
+are sorted by size, largest first, size being the pod's CPU share plus memory share of the node;
+each pod goes on the first new node that takes it, and a further node is opened when none does,
+until `max_nodes` (the caller's min of max size, scaleUp.maxStep and the limits) is reached.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from reconciler.model import Pod
+from reconciler.planning.equivalence import ClassKey, EquivalenceClass
+from reconciler.planning.freeindex import ANY
+from reconciler.planning.placement import Demand
+from reconciler.planning.predicates import NO_CONTEXT, PredicateContext, check, fits_besides_resources
+from reconciler.planning.simnode import SimNode
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    """The outcome for one group: `node_count` new nodes holding `placed` (`placements` says which
+    node took each pod); `unfit` pods cannot run on this shape at all (with the reason an empty new
+    node gives); `capped` pods would fit but `max_nodes` ran out. `nodes` are the simulated new nodes,
+    DaemonSet pods included, in the order they were opened."""
+
+    node_count: int
+    placed: tuple[Pod, ...]
+    placements: tuple[tuple[Pod, str], ...]
+    unfit: tuple[tuple[Pod, str], ...]
+    capped: tuple[Pod, ...]
+    nodes: tuple[SimNode, ...]
+
+    @property
+    def helped(self) -> bool:
+        return self.node_count > 0
+
+
+def size_key(pod: Pod, node: SimNode) -> int:
+    """CPU share + memory share of the node, as an exact integer (scaled by cpu * memory) so the
+    order never depends on float rounding."""
+    alloc_cpu = node.allocatable.cpu or 1
+    alloc_mem = node.allocatable.memory or 1
+    return pod.requests.cpu * alloc_mem + pod.requests.memory * alloc_cpu
+
+
+def estimate(
+    classes: Sequence[EquivalenceClass],
+    base: SimNode,
+    max_nodes: int,
+    ctx: PredicateContext = NO_CONTEXT,
+    *,
+    name_prefix: str = "",
+    fit_memo: dict[ClassKey, str | None] | None = None,
+) -> Estimate:
+    """Pack the classes' pods onto copies of `base` (an empty new node of the group, built with
+    `SimNode.from_template`); `base` itself is not modified. New nodes are named
+    `<name_prefix>-1`, `-2`, ... (default prefix: `new-<group>`); give each call its own prefix when
+    the nodes of several estimates go into one pool. Same input, same output.
+
+    `fit_memo`, kept by the caller per group across rounds of one plan (same `base`, same `ctx`,
+    classes from one Classifier), remembers each class's verdict on an empty node so repeated
+    estimates skip the predicates.
+    """
+    prefix = name_prefix or f"new-{base.group or base.name}"
+    unfit: list[tuple[Pod, str]] = []
+    sizes: dict[int, int] = {}
+    for c_index, cls in enumerate(classes):
+        if fit_memo is None:
+            reason = check(cls.representative, base, ctx)
+        elif cls.key in fit_memo:
+            reason = fit_memo[cls.key]
+        else:
+            reason = fit_memo[cls.key] = check(cls.representative, base, ctx)
+        if reason is None:
+            sizes[c_index] = size_key(cls.representative, base)  # same requests across the class
+        else:
+            unfit.extend((pod, reason) for pod in cls.pods)
+    # Largest first; equal sizes keep class order and, within a class, pod order. A class is one
+    # contiguous run of that order, so it is packed run by run.
+    order = sorted(sizes, key=lambda c: (-sizes[c], c))
+    demands = [Demand(classes[c].representative) for c in order]
+    # Smallest CPU and memory any class from here on asks for: a node with less free can take
+    # none of them and leaves the scan for good (the live list), which keeps later, smaller classes
+    # from walking every full node.
+    floor_cpu = [0] * len(order)
+    floor_mem = [0] * len(order)
+    low_cpu = low_mem = None
+    for k in range(len(order) - 1, -1, -1):
+        cpu = demands[k].cpu or ANY  # no request: even an overcommitted node may take it
+        mem = demands[k].mem or ANY
+        low_cpu = cpu if low_cpu is None else min(low_cpu, cpu)
+        low_mem = mem if low_mem is None else min(low_mem, mem)
+        floor_cpu[k], floor_mem[k] = low_cpu, low_mem
+
+    nodes: list[SimNode] = []
+    live: list[SimNode] = []  # opened nodes that may still take a remaining class, in open order
+    placements: list[tuple[Pod, str]] = []
+    capped: list[Pod] = []
+    for k, c_index in enumerate(order):
+        pods = classes[c_index].pods
+        demand = demands[k]
+        cpu, mem, extra = demand.cpu, demand.mem, demand.extra
+        fc, fm = floor_cpu[k], floor_mem[k]
+        live = [n for n in live if n.pods_free > 0 and n.cpu_free >= fc and n.mem_free >= fm]
+        s = pods[0].scheduling
+        # Without host ports, spread or anti-affinity, a pod's class-mates change nothing for it but
+        # free resources: as many as fit go on a node in one step, which is what one-by-one
+        # first-fit would do.
+        batchable = not (s.host_ports or s.topology_spread or s.pod_anti_affinity)
+        cursor = 0  # first node that has not refused this class
+        i = 0
+        while i < len(pods):
+            pod = pods[i]
+            target: SimNode | None = None
+            for j in range(cursor, len(live)):
+                node = live[j]
+                if (
+                    node.pods_free > 0
+                    and (cpu <= node.cpu_free or not cpu)
+                    and (mem <= node.mem_free or not mem)
+                    and (not extra or demand.fits_extra(node))
+                    and fits_besides_resources(pod, node, ctx)
+                ):
+                    target = node
+                    break
+                cursor = j + 1
+            if target is None:
+                if len(nodes) >= max_nodes:
+                    capped.extend(pods[i:])
+                    break
+                target = base.copy(f"{prefix}-{len(nodes) + 1}")
+                nodes.append(target)
+                live.append(target)
+                cursor = len(live) - 1
+            if batchable:
+                batch = pods[i : i + max(1, demand.how_many_fit(target))]  # target took pods[i]
+                target.add_same(batch)
+                name = target.name
+                placements.extend((p, name) for p in batch)
+                i += len(batch)
+            else:
+                target.add(pod)
+                placements.append((pod, target.name))
+                i += 1
+
+    return Estimate(
+        node_count=len(nodes),
+        placed=tuple(pod for pod, _ in placements),
+        placements=tuple(placements),
+        unfit=tuple(unfit),
+        capped=tuple(capped),
+        nodes=tuple(nodes),
+    )

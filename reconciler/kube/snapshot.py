@@ -12,6 +12,7 @@ A single JSON document (the large case) is decoded with the pruned schemas of `k
 
 from __future__ import annotations
 
+import gc
 import json
 from collections.abc import Iterator, Mapping
 from datetime import datetime
@@ -36,6 +37,16 @@ Object = tuple[str, Mapping[str, Any]]
 
 
 def read_snapshot(path: Path, now: datetime) -> ClusterState:
+    collecting = gc.isenabled()
+    gc.disable()  # as in live listing: many long-lived objects, no cycles
+    try:
+        return _read_snapshot(path, now)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _read_snapshot(path: Path, now: datetime) -> ClusterState:
     builder = StateBuilder()
     files = _files(path)
     if not files:

@@ -1,0 +1,398 @@
+"""`forge.type: github`: pull requests through the GitHub REST API (github.com or GitHub Enterprise).
+
+A thin stdlib client rather than PyGithub: PyGithub would work (custom base URL, plain http) but adds
+PyNaCl, PyJWT and cryptography to the plan image for seven endpoints, sleeps between requests by
+default and fills lazy objects with extra GETs, while here every call is visible and faked exactly.
+
+Endpoints (and nothing else; tests/fakes/github_api.py serves exactly these):
+`GET /repos/{repo}` (only to explain a 404), `GET|POST /repos/{repo}/pulls`,
+`GET|PATCH /repos/{repo}/pulls/{n}`, `GET /repos/{repo}/pulls/{n}/reviews`,
+`POST /repos/{repo}/issues/{n}/comments`.
+
+The token is read from the environment variable `forge.tokenEnv` at request time, sent only to
+`forge.baseUrl` (redirects are not followed, so it never travels elsewhere), and never appears in
+a message: errors name the variable instead.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from email.message import Message
+from typing import Any
+
+from reconciler.config import ForgeConfig
+from reconciler.errors import OperationError, ReconcilerError, UserError
+from reconciler.gitops.forge.base import (
+    CLOSED,
+    OPEN,
+    PullRequest,
+    Review,
+    Reviews,
+    same_text,
+    summarize_reviews,
+)
+
+NAME = "github"
+PERMISSION = "pull requests: write"
+API_VERSION = "2022-11-28"
+PAGE_SIZE = 100
+USER_AGENT = "asg-reconciler"
+_READ_REPO = "read the repository"
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect would carry the token to another URL; a moved repository is reported instead."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class _Response:
+    status: int
+    data: Any
+    headers: Message
+
+
+@dataclass(frozen=True)
+class GitHubForge:
+    """The GitHub implementation of `Forge`; `environ` is injectable for tests."""
+
+    config: ForgeConfig
+    environ: Mapping[str, str] = field(default_factory=lambda: os.environ, repr=False)
+    timeout: float = 15.0
+    retries: int = 2  # extra attempts for reads that hit a network error or a 5xx
+    backoff: float = 0.5  # seconds, doubled per attempt
+
+    name = NAME
+    opens_pull_requests = True
+
+    # ------------------------------------------------------------------ the Forge interface
+
+    def find_open(self, head: str) -> PullRequest | None:
+        owner = self.config.repo.split("/", 1)[0]
+        query = {"state": "open", "head": f"{owner}:{head}", "per_page": str(PAGE_SIZE)}
+        pulls = self._get_all(f"{self._repo_path}/pulls", query, "list pull requests")
+        mine = sorted((p for p in pulls if self._ours(p, head)), key=lambda p: int(p["number"]))
+        if not mine:
+            return None
+        pr = _pull(mine[0])
+        return replace(pr, message=f"pull request #{pr.number}: {pr.url}")
+
+    def _ours(self, pull: dict[str, Any], head: str) -> bool:
+        """Filter again: `head` is owner-qualified, and a fork's branch of that name is not ours."""
+        repo = _get(pull, "head", "repo", "full_name")
+        same_repo = repo is None or str(repo).lower() == self.config.repo.lower()
+        return bool(_get(pull, "head", "ref") == head and same_repo)
+
+    def get(self, number: int) -> PullRequest:
+        response = self._call("GET", f"{self._repo_path}/pulls/{number}", what=f"read pull request #{number}")
+        return _pull(response.data)
+
+    def open(self, *, title: str, body: str, head: str, base: str) -> PullRequest:
+        payload = {"title": title, "body": body, "head": head, "base": base}
+        try:
+            response = self._call(
+                "POST", f"{self._repo_path}/pulls", payload, what="open a pull request", unprocessable=True
+            )
+        except _Unprocessable as exc:
+            if "already exists" not in exc.detail:
+                raise exc.error from None
+            existing = self.find_open(head)  # another planner opened it first: adopt theirs
+            if existing is None:
+                raise exc.error from None
+            return self.update(existing, title=title, body=body)
+        pr = _pull(response.data)
+        return replace(pr, message=f"opened pull request #{pr.number}: {pr.url}")
+
+    def update(self, pr: PullRequest, *, title: str, body: str) -> PullRequest:
+        changes: dict[str, str] = {}
+        if not same_text(pr.title, title):
+            changes["title"] = title
+        if not same_text(pr.body, body):
+            changes["body"] = body
+        if not changes:
+            return replace(pr, message=f"pull request #{pr.number} unchanged: {pr.url}")
+        response = self._call(
+            "PATCH", f"{self._repo_path}/pulls/{pr.number}", changes, what=f"update pull request #{pr.number}"
+        )
+        updated = _pull(response.data)
+        return replace(updated, message=f"updated pull request #{updated.number}: {updated.url}")
+
+    def comment(self, pr: PullRequest, body: str) -> None:
+        self._call(
+            "POST",
+            f"{self._repo_path}/issues/{pr.number}/comments",
+            {"body": body},
+            what=f"comment on pull request #{pr.number}",
+        )
+
+    def close(self, pr: PullRequest, reason: str) -> PullRequest:
+        if pr.state == CLOSED:
+            return pr
+        # close first: if a person merged it meanwhile, this fails and no misleading comment is left
+        response = self._call(
+            "PATCH",
+            f"{self._repo_path}/pulls/{pr.number}",
+            {"state": "closed"},
+            what=f"close pull request #{pr.number}",
+        )
+        closed = _pull(response.data)
+        self.comment(closed, reason)
+        return replace(closed, message=f"closed pull request #{closed.number}: {closed.url}")
+
+    def reviews(self, pr: PullRequest, head_sha: str) -> Reviews:
+        items = self._get_all(
+            f"{self._repo_path}/pulls/{pr.number}/reviews",
+            {"per_page": str(PAGE_SIZE)},
+            f"list reviews of pull request #{pr.number}",
+        )
+        reviews = [
+            Review(
+                login=str(_get(item, "user", "login") or ""),
+                state=str(item.get("state") or ""),
+                commit_id=str(item.get("commit_id") or ""),
+                id=int(item.get("id") or 0),
+            )
+            for item in items
+        ]
+        return summarize_reviews(reviews, head_sha)
+
+    # ------------------------------------------------------------------ HTTP
+
+    @property
+    def _repo_path(self) -> str:
+        return "/repos/" + "/".join(urllib.parse.quote(part, safe="") for part in self.config.repo.split("/"))
+
+    @property
+    def _base(self) -> str:
+        return self.config.base_url.rstrip("/")
+
+    @property
+    def _shown_base(self) -> str:
+        """The base URL for messages, without any user:password@ someone may have put in it."""
+        parts = urllib.parse.urlsplit(self._base)
+        netloc = parts.netloc.rpartition("@")[2]
+        return parts._replace(netloc=netloc).geturl()
+
+    def _token(self) -> str:
+        env = self.config.token_env
+        token = self.environ.get(env, "").strip()
+        if not token:
+            raise UserError(
+                f"forge.tokenEnv: the environment variable {env} is not set; set it to a GitHub token "
+                f"with {PERMISSION} on {self.config.repo} (forge.type github)"
+            )
+        if not all(" " < ch < "\x7f" for ch in token):  # http.client would echo it in its error
+            raise UserError(
+                f"forge.tokenEnv: the value of {env} is not a token (it has spaces or control characters)"
+            )
+        return token
+
+    def _get_all(self, path: str, query: Mapping[str, str], what: str) -> list[dict[str, Any]]:
+        """Every page of a list endpoint, following `Link: rel="next"` only within the base URL."""
+        items: list[dict[str, Any]] = []
+        url: str | None = self._url(path, query)
+        while url is not None:
+            response = self._call("GET", url, what=what)
+            if not isinstance(response.data, list):
+                raise OperationError(
+                    f"GitHub at {self._shown_base} answered {what} with something not a list"
+                )
+            items.extend(i for i in response.data if isinstance(i, dict))
+            url = _next_link(response.headers.get("Link", ""))
+            if url is not None and not url.startswith(self._base + "/"):
+                raise OperationError(
+                    f"GitHub at {self._shown_base} paged {what} to another host; not following"
+                )
+        return items
+
+    def _url(self, path: str, query: Mapping[str, str] | None = None) -> str:
+        url = path if path.startswith(("http://", "https://")) else self._base + path
+        return f"{url}?{urllib.parse.urlencode(query)}" if query else url
+
+    def _call(
+        self, method: str, path: str, payload: Any = None, *, what: str, unprocessable: bool = False
+    ) -> _Response:
+        """One request with retries for idempotent reads; every failure becomes a one-line error
+        (a 422 stays `_Unprocessable` when the caller asked to look at it)."""
+        attempt = 0
+        while True:
+            try:
+                return self._send(method, self._url(path), payload, what)
+            except _Unprocessable as exc:
+                if unprocessable:
+                    raise
+                raise exc.error from None
+            except _Retryable as exc:
+                if method != "GET" or attempt >= self.retries:
+                    raise exc.error from None
+                time.sleep(self.backoff * 2**attempt)
+                attempt += 1
+
+    def _send(self, method: str, url: str, payload: Any, what: str) -> _Response:
+        data = None if payload is None else json.dumps(payload).encode()
+        request = urllib.request.Request(url, data=data, method=method)
+        request.add_header("Accept", "application/vnd.github+json")
+        request.add_header("X-GitHub-Api-Version", API_VERSION)
+        request.add_header("User-Agent", USER_AGENT)
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
+        request.add_unredirected_header("Authorization", f"Bearer {self._token()}")
+        opener = urllib.request.build_opener(_NoRedirect)
+        try:
+            with opener.open(request, timeout=self.timeout) as reply:
+                status, headers, raw = reply.status, reply.headers, reply.read()
+        except urllib.error.HTTPError as exc:
+            with exc:
+                raw = exc.read()
+            raise self._http_error(exc.code, raw, exc.headers, what) from None
+        except (OSError, http.client.HTTPException) as exc:
+            reason = (
+                exc.reason if isinstance(exc, urllib.error.URLError) else (str(exc) or type(exc).__name__)
+            )
+            raise _Retryable(
+                OperationError(f"cannot reach GitHub at {self._shown_base} to {what}: {reason}")
+            ) from None
+        try:
+            return _Response(status, json.loads(raw) if raw.strip() else None, headers)
+        except ValueError:
+            raise OperationError(
+                f"GitHub at {self._shown_base} answered {what} with something that is not JSON "
+                "(is forge.baseUrl the API root, e.g. https://HOST/api/v3?)"
+            ) from None
+
+    def _http_error(self, status: int, raw: bytes, headers: Message, what: str) -> Exception:
+        message = _error_message(raw)
+        env, repo, base = self.config.token_env, self.config.repo, self._shown_base
+        if status == 401:
+            return OperationError(
+                f"GitHub at {base} rejected the token in ${env} ({status}: {message}); set {env} to a "
+                f"valid token with {PERMISSION} on {repo}"
+            )
+        if status == 403 or status == 429:
+            if headers.get("X-RateLimit-Remaining") == "0" or "rate limit" in message.lower():
+                return OperationError(
+                    f"GitHub at {base} rate limit reached while trying to {what}: {message}"
+                )
+            return OperationError(
+                f"GitHub at {base} refused to {what} with the token in ${env} ({status}: {message}); "
+                f"the token needs {PERMISSION} on {repo}"
+            )
+        if status == 404:
+            return self._not_found(what)
+        if 300 <= status < 400:
+            return UserError(
+                f"forge.repo: GitHub at {base} answered {status} for {repo!r}: the repository was renamed "
+                "or transferred; set forge.repo to its new owner/name"
+            )
+        if status == 422:
+            return _Unprocessable(
+                OperationError(f"GitHub at {base} would not {what} on {repo} ({status}: {message})"), message
+            )
+        if status >= 500:
+            return _Retryable(OperationError(f"GitHub at {base} failed to {what} ({status}: {message})"))
+        return OperationError(f"GitHub at {base} failed to {what} ({status}: {message})")
+
+    def _not_found(self, what: str) -> ReconcilerError:
+        """GitHub says 404 both for a missing repository and one the token cannot see; tell them apart
+        from a missing pull request with one extra read, only on this error path."""
+        repo, env, base = self.config.repo, self.config.token_env, self._shown_base
+        repo_missing = UserError(
+            f"forge.repo: {repo!r} not found at {base} (check owner/name and forge.baseUrl, and that the "
+            f"token in ${env} can read it)"
+        )
+        if what.startswith((_READ_REPO, "list pull requests", "open a pull request")):
+            return repo_missing
+        try:
+            self._send("GET", self._url(self._repo_path), None, _READ_REPO)
+        except ReconcilerError as exc:
+            return repo_missing if isinstance(exc, UserError) else exc
+        except (_Retryable, _Unprocessable) as exc:
+            return exc.error
+        return UserError(f"GitHub at {base}: could not {what}: not found in {repo}")
+
+
+class _Retryable(Exception):
+    """Carries the error to raise if retries run out."""
+
+    def __init__(self, error: OperationError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class _Unprocessable(Exception):
+    """A 422, with GitHub's detail so `open` can recognise "a pull request already exists"."""
+
+    def __init__(self, error: OperationError, detail: str) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.detail = detail
+
+
+def create(config: ForgeConfig, git_url: str = "", environ: Mapping[str, str] | None = None) -> GitHubForge:
+    del git_url  # the API knows the repository; the git remote is not needed
+    return GitHubForge(config) if environ is None else GitHubForge(config, environ)
+
+
+# ---------------------------------------------------------------------- JSON helpers
+
+
+def _get(data: Any, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(data, dict):
+            return None
+        data = data.get(key)
+    return data
+
+
+def _pull(data: Any) -> PullRequest:
+    if not isinstance(data, dict) or "number" not in data:
+        raise OperationError("GitHub answered with something that is not a pull request")
+    merged = bool(data.get("merged") or data.get("merged_at"))
+    return PullRequest(
+        number=int(data["number"]),
+        url=str(data.get("html_url") or ""),
+        state=OPEN if data.get("state") == "open" else CLOSED,
+        head=str(_get(data, "head", "ref") or ""),
+        base=str(_get(data, "base", "ref") or ""),
+        title=str(data.get("title") or ""),
+        body=str(data.get("body") or ""),
+        head_sha=str(_get(data, "head", "sha") or ""),
+        merged=merged,
+        merged_by=_get(data, "merged_by", "login"),
+        merge_commit_sha=data.get("merge_commit_sha") if merged else None,
+    )
+
+
+def _error_message(raw: bytes) -> str:
+    """GitHub's `message` plus any field errors, on one line; the body never holds the token."""
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return raw.decode(errors="replace").strip().splitlines()[0][:200] if raw.strip() else "no details"
+    if not isinstance(data, dict):
+        return "no details"
+    parts = [str(data.get("message") or "no details")]
+    for error in data.get("errors") or []:
+        if isinstance(error, dict):
+            parts.append(str(error.get("message") or error.get("code") or ""))
+        elif isinstance(error, str):
+            parts.append(error)
+    return "; ".join(p for p in parts if p)
+
+
+def _next_link(header: str) -> str | None:
+    for part in header.split(","):
+        section = part.split(";")
+        if len(section) > 1 and any(s.strip() == 'rel="next"' for s in section[1:]):
+            return section[0].strip().strip("<>")
+    return None

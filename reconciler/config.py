@@ -211,6 +211,11 @@ def _build(data: dict[str, Any], label: str) -> Config:
     )
     if forge["type"] == "github" and not forge.get("repo"):
         raise UserError(f"{label}: forge.repo: required when forge.type is github (use owner/name)")
+    if approval["mode"] == "github-reviews" and forge["type"] != "github":
+        raise UserError(
+            f"{label}: approval.mode: github-reviews needs forge.type github "
+            "(set forge.type and forge.repo, or use approval.mode signed)"
+        )
     priorities = sorted(
         ((int(k), tuple(v)) for k, v in data["expanderOptions"]["priorities"].items()), reverse=True
     )

@@ -108,3 +108,7 @@ def test_custom_reservations(tmp_path: Path) -> None:
     assert config.node_templates.reserved_cpu_milli == 100
     assert config.node_templates.reserved_memory == 512 * 2**20
     assert config.node_templates.max_pods == 110
+
+
+def test_review_approvals_need_a_forge(tmp_path: Path) -> None:
+    assert "forge.type github" in error_of(tmp_path, "cluster: c\napproval: {mode: github-reviews}\n")

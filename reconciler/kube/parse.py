@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any, TypeVar
 
+import msgspec
+
 from reconciler.errors import UserError
 from reconciler.model import (
     CPU,
@@ -230,25 +232,46 @@ def _volumes(spec: Raw, pod_name: str) -> Volumes:
     return Volumes(tuple(local), tuple(claims))
 
 
-def _requests_key(spec: Raw) -> str:
+def _part(value: Any) -> bytes:
+    """A cache-key fragment: the encoded bytes when still encoded, else the value's repr."""
+    if value is None:
+        return b""
+    if isinstance(value, msgspec.Raw):
+        return bytes(value)
+    return repr(value).encode()
+
+
+def _requests_key(spec: Raw) -> bytes:
     """Everything pod_requests reads, and nothing else (env, probes, images are irrelevant)."""
-    parts = [repr((c.get("resources") or {}).get("requests")) for c in spec.get("containers") or ()]
+    parts = [_part(c.get("resources")) for c in spec.get("containers") or ()]
     parts.extend(
-        f"{(c.get('resources') or {}).get('requests')!r}/{c.get('restartPolicy')}"
+        _part(c.get("resources")) + b"/" + str(c.get("restartPolicy")).encode()
         for c in spec.get("initContainers") or ()
     )
-    overhead = spec.get("overhead")
-    if overhead:
-        parts.append(repr(overhead))
-    return "|".join(parts)
+    parts.append(_part(spec.get("overhead")))
+    return b"|".join(parts)
 
 
-def _owner(metadata: Raw) -> OwnerRef | None:
-    refs = metadata.get("ownerReferences")
-    if not refs:
-        return None
-    chosen = next((r for r in refs if r.get("controller")), refs[0])
-    return OwnerRef(chosen.get("kind", ""), chosen.get("name", ""), bool(chosen.get("controller")))
+def _scheduling_key(spec: Raw) -> bytes:
+    parts = [_part(spec.get(key)) for key in _SCHEDULING_KEYS]
+    parts.extend(_part(c.get("ports")) for c in spec.get("containers") or ())
+    return b"|".join(parts)
+
+
+_SCHEDULING_KEYS = ("nodeSelector", "affinity", "tolerations", "topologySpreadConstraints")
+
+
+def _decoded(value: Any) -> Any:
+    return msgspec.json.decode(value) if isinstance(value, msgspec.Raw) else value
+
+
+def plain_spec(spec: Raw) -> dict[str, Any]:
+    """A pod spec with the parts `kube.schema` left encoded decoded, for the converters below."""
+    plain = {key: _decoded(value) for key, value in spec.items()}
+    for key in ("containers", "initContainers"):
+        if plain.get(key):
+            plain[key] = [{k: _decoded(v) for k, v in c.items()} for c in plain[key]]
+    return plain
 
 
 class ObjectReader:
@@ -256,6 +279,9 @@ class ObjectReader:
 
     def __init__(self) -> None:
         self.interner = Interner()
+        self._requests: dict[bytes, Resources] = {}
+        self._scheduling: dict[bytes, Scheduling] = {}
+        self._owners: dict[tuple[str, str, bool], OwnerRef] = {}
 
     def pod(self, raw: Raw) -> Pod:
         metadata = raw.get("metadata") or {}
@@ -263,7 +289,6 @@ class ObjectReader:
         status = raw.get("status") or {}
         namespace = metadata.get("namespace", "")
         name = metadata.get("name", "")
-        where = f"pod {namespace}/{name}"
         interner = self.interner
         annotations = metadata.get("annotations")
         if annotations:
@@ -278,19 +303,15 @@ class ObjectReader:
                 scheduled_reason = condition.get("reason", "")
                 scheduled_since = parse_time(condition.get("lastTransitionTime"))
                 break
-        requests = interner.value(("requests", _requests_key(spec)), lambda: pod_requests(spec, where))
-        scheduling = interner.value(
-            (
-                "scheduling",
-                repr(spec.get("nodeSelector")),
-                repr(spec.get("affinity")),
-                repr(spec.get("tolerations")),
-                repr(spec.get("topologySpreadConstraints")),
-                repr([c.get("ports") for c in spec.get("containers") or ()]),
-            ),
-            lambda: scheduling_from(spec),
-        )
-        owner = _owner(metadata)
+        # Inline cache lookups: this runs 150k times per listing.
+        key = _requests_key(spec)
+        requests = self._requests.get(key)
+        if requests is None:
+            requests = self._requests[key] = pod_requests(plain_spec(spec), f"pod {namespace}/{name}")
+        key = _scheduling_key(spec)
+        scheduling = self._scheduling.get(key)
+        if scheduling is None:
+            scheduling = self._scheduling[key] = scheduling_from(plain_spec(spec))
         return Pod(
             namespace=namespace,
             name=name,
@@ -301,7 +322,7 @@ class ObjectReader:
             created=parse_time(metadata.get("creationTimestamp")),
             labels=interner.mapping(metadata.get("labels")),
             annotations=interner.mapping(annotations),
-            owner=interner.value(("owner", owner), lambda: owner) if owner else None,
+            owner=self._owner(metadata.get("ownerReferences")),
             priority=int(spec.get("priority") or 0),
             scheduling=scheduling,
             volumes=_volumes(spec, name),
@@ -309,6 +330,18 @@ class ObjectReader:
             scheduled_reason=scheduled_reason,
             scheduled_since=scheduled_since,
         )
+
+    def _owner(self, refs: list[Raw] | None) -> OwnerRef | None:
+        if not refs:
+            return None
+        chosen = refs[0]
+        if len(refs) > 1:
+            chosen = next((r for r in refs if r.get("controller")), chosen)
+        key = (chosen.get("kind", ""), chosen.get("name", ""), bool(chosen.get("controller")))
+        owner = self._owners.get(key)
+        if owner is None:
+            owner = self._owners[key] = OwnerRef(*key)
+        return owner
 
     def node(self, raw: Raw) -> Node:
         metadata = raw.get("metadata") or {}
@@ -356,7 +389,7 @@ class ObjectReader:
 
     def daemonset(self, raw: Raw) -> DaemonSet:
         metadata = raw.get("metadata") or {}
-        template_spec = ((raw.get("spec") or {}).get("template") or {}).get("spec") or {}
+        template_spec = plain_spec(((raw.get("spec") or {}).get("template") or {}).get("spec") or {})
         where = f"daemonset {metadata.get('namespace', '')}/{metadata.get('name', '')}"
         return DaemonSet(
             namespace=metadata.get("namespace", ""),

@@ -32,13 +32,13 @@ class MetadataDoc(TypedDict, total=False):
     creationTimestamp: str
 
 
-class ResourcesDoc(TypedDict, total=False):
-    requests: dict[str, Any]
+# Scheduling-relevant parts stay encoded (msgspec.Raw): pods of one controller carry identical bytes,
+# so the reader keys its cache on them and decodes each distinct value once (`parse.plain_spec`).
 
 
 class ContainerDoc(TypedDict, total=False):
-    resources: ResourcesDoc
-    ports: list[dict[str, Any]]
+    resources: msgspec.Raw
+    ports: msgspec.Raw
     restartPolicy: str
 
 
@@ -54,11 +54,11 @@ class PodSpecDoc(TypedDict, total=False):
     nodeName: str
     containers: list[ContainerDoc]
     initContainers: list[ContainerDoc]
-    overhead: dict[str, Any]
-    nodeSelector: dict[str, str]
-    affinity: dict[str, Any]
-    tolerations: list[dict[str, Any]]
-    topologySpreadConstraints: list[dict[str, Any]]
+    overhead: msgspec.Raw
+    nodeSelector: msgspec.Raw
+    affinity: msgspec.Raw
+    tolerations: msgspec.Raw
+    topologySpreadConstraints: msgspec.Raw
     volumes: list[VolumeDoc]
     priority: int
 

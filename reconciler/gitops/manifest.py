@@ -1,0 +1,254 @@
+"""The capacity manifest (docs/manifest.md): read model, schema and semantic checks.
+
+One YAML file per cluster, edited by the bot and by people. This module only reads: it turns the text
+into frozen `Manifest`/`GroupEntry` values and lists every problem with file:line and the fix. Edits
+live in `manifest_edit`, so the planner's pure core never holds a mutable YAML tree.
+
+`desired` counts the instances still listed under `removeInstances`: an approved scale-down only adds
+lines to `removeInstances`, never touches `desired`, so it stays mergeable while scale-ups keep moving
+`desired` on main. The group's size after apply is `target = desired - len(removeInstances)`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+from reconciler.documents import Problem, check, parse_yaml
+from reconciler.errors import UserError
+
+SCHEMA = "manifest"
+MIRROR_KEYS = ("minSize", "maxSize")
+
+
+def default_path(cluster: str) -> str:
+    """Where a cluster's manifest lives when `git.path` is not set."""
+    return f"capacity/{cluster}.yaml"
+
+
+@dataclass(frozen=True)
+class Removal:
+    """One approved instance removal; `node` is informational (a comment or `{id, node}` in YAML)."""
+
+    instance_id: str
+    node: str = ""
+
+
+@dataclass(frozen=True)
+class GroupEntry:
+    name: str
+    desired: int
+    hold: bool = False
+    remove_instances: tuple[Removal, ...] = ()
+    min_size: int | None = None  # read-only mirror of the ASG
+    max_size: int | None = None
+    lines: Mapping[str, int] = field(default_factory=dict, compare=False, repr=False)  # key -> line
+
+    @property
+    def removal_ids(self) -> tuple[str, ...]:
+        return tuple(r.instance_id for r in self.remove_instances)
+
+    @property
+    def target(self) -> int:
+        """The group's size once every approved removal is applied."""
+        return self.desired - len(self.remove_instances)
+
+
+@dataclass(frozen=True)
+class Manifest:
+    cluster: str
+    groups: tuple[GroupEntry, ...] = ()
+    source: str = field(default="", compare=False)
+
+    def group(self, name: str) -> GroupEntry | None:
+        return next((g for g in self.groups if g.name == name), None)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(g.name for g in self.groups)
+
+
+# ------------------------------------------------------------------------------------------ reading
+
+
+def manifest_problems(text: str, label: str) -> list[Problem]:
+    """Every schema and semantic problem of a manifest text (empty when it is fine)."""
+    try:
+        document = parse_yaml(text, label)
+    except UserError as exc:
+        return [problem_from_error(exc, label)]
+    return document_problems(document, label)
+
+
+def document_problems(document: Any, label: str) -> list[Problem]:
+    """Schema problems first; semantic ones only once the shape is right (they assume it)."""
+    if not isinstance(document, CommentedMap):
+        return [Problem(label, 1, "", "a manifest must be a YAML mapping with cluster: and nodeGroups:")]
+    problems = check(document, SCHEMA, label)
+    if problems:
+        return problems
+    return semantic_problems(from_document(document, label), label)
+
+
+def parse_manifest(text: str, label: str) -> Manifest:
+    """The read model of a valid manifest; any problem is a UserError naming the line and the fix."""
+    document = parse_yaml(text, label)
+    problems = document_problems(document, label)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise UserError(str(problems[0]) + more)
+    return from_document(document, label)
+
+
+def from_document(document: CommentedMap, label: str = "") -> Manifest:
+    """Build the read model from a schema-valid round-trip document."""
+    groups = document.get("nodeGroups") or {}
+    return Manifest(
+        cluster=str(document["cluster"]),
+        groups=tuple(_group(str(name), body) for name, body in groups.items()),
+        source=label,
+    )
+
+
+def _group(name: str, body: CommentedMap) -> GroupEntry:
+    def optional(key: str) -> int | None:
+        return int(body[key]) if body.get(key) is not None else None
+
+    return GroupEntry(
+        name=name,
+        desired=int(body["desired"]),
+        hold=bool(body.get("hold", False)),
+        remove_instances=tuple(_removals(body.get("removeInstances"))),
+        min_size=optional("minSize"),
+        max_size=optional("maxSize"),
+        lines=_key_lines(body),
+    )
+
+
+def _removals(items: Any) -> list[Removal]:
+    result = []
+    for index, item in enumerate(items or ()):
+        if isinstance(item, Mapping):
+            result.append(Removal(str(item["id"]), str(item.get("node") or "")))
+        else:
+            result.append(Removal(str(item), _item_comment(items, index)))
+    return result
+
+
+def _item_comment(items: Any, index: int) -> str:
+    """The node name written as `- i-0abc  # ip-10-0-1-2`, if any."""
+    if not isinstance(items, CommentedSeq):
+        return ""
+    entry = items.ca.items.get(index)
+    token = entry[0] if entry else None
+    if token is None or not hasattr(token, "value"):
+        return ""
+    first = str(token.value).strip().splitlines()[0] if str(token.value).strip() else ""
+    return first.lstrip("#").strip()
+
+
+def _key_lines(body: CommentedMap) -> dict[str, int]:
+    lines = {"": body.lc.line + 1}
+    for key in body:
+        lines[str(key)] = body.lc.key(key)[0] + 1
+    return lines
+
+
+def problem_from_error(exc: UserError, label: str) -> Problem:
+    """A YAML syntax error as a Problem (`label:line: message` from `parse_yaml`)."""
+    message = str(exc)
+    rest = message.removeprefix(label)
+    line = None
+    if rest.startswith(":") and rest[1:].split(":", 1)[0].isdigit():
+        number, _, rest = rest[1:].partition(":")
+        line = int(number)
+    return Problem(label, line, "", rest.lstrip(": ").strip())
+
+
+# ----------------------------------------------------------------------------------------- checking
+
+
+def semantic_problems(manifest: Manifest, label: str) -> list[Problem]:
+    """What the schema cannot say: sizes within the ASG bounds, each instance approved once."""
+    problems: list[Problem] = []
+    owner: dict[str, str] = {}
+    for group in manifest.groups:
+        path = f"nodeGroups.{group.name}"
+
+        def at(key: str, message: str, group: GroupEntry = group, path: str = path) -> Problem:
+            return Problem(label, group.lines.get(key) or group.lines.get(""), f"{path}.{key}", message)
+
+        if group.max_size is not None and group.desired > group.max_size:
+            problems.append(
+                at(
+                    "desired",
+                    f"{group.desired} is above maxSize {group.max_size} (raise the ASG's MaxSize first)",
+                )
+            )
+        if group.min_size is not None and group.desired < group.min_size:
+            problems.append(
+                at(
+                    "desired",
+                    f"{group.desired} is below minSize {group.min_size} (lower the ASG's MinSize first)",
+                )
+            )
+        if group.min_size is not None and group.max_size is not None and group.min_size > group.max_size:
+            problems.append(
+                at("minSize", f"{group.min_size} is above maxSize {group.max_size} (mirror the ASG)")
+            )
+        floor = group.min_size or 0
+        if group.remove_instances and group.target < floor:
+            problems.append(
+                at(
+                    "removeInstances",
+                    f"removing {len(group.remove_instances)} of {group.desired} would leave {group.target},"
+                    f" below minSize {floor} (remove fewer instances)",
+                )
+            )
+        seen: set[str] = set()
+        for removal in group.remove_instances:
+            if removal.instance_id in seen:
+                problems.append(
+                    at("removeInstances", f"{removal.instance_id} is listed twice (list it once)")
+                )
+            seen.add(removal.instance_id)
+            previous = owner.setdefault(removal.instance_id, group.name)
+            if previous != group.name:
+                problems.append(
+                    at(
+                        "removeInstances",
+                        f"{removal.instance_id} is also listed under {previous} (list it once)",
+                    )
+                )
+    return problems
+
+
+def mirror_edits(previous: Manifest, current: Manifest, label: str) -> list[Problem]:
+    """Warnings for minSize/maxSize changed by hand: they only mirror the ASG, so the edit does nothing."""
+    warnings = []
+    for group in current.groups:
+        before = previous.group(group.name)
+        if before is None:
+            continue
+        for key, old, new in (
+            ("minSize", before.min_size, group.min_size),
+            ("maxSize", before.max_size, group.max_size),
+        ):
+            if old != new:
+                warnings.append(
+                    Problem(
+                        label,
+                        group.lines.get(key) or group.lines.get(""),
+                        f"nodeGroups.{group.name}.{key}",
+                        f"changed {_show(old)} -> {_show(new)}: editing {key} changes nothing; change the ASG"
+                        " (the next plan mirrors it back)",
+                    )
+                )
+    return warnings
+
+
+def _show(value: int | None) -> str:
+    return "unset" if value is None else str(value)

@@ -1,0 +1,427 @@
+"""The capacity repo's working copy: fetch, commit without a checkout, push with retries.
+
+The work dir is a bare repository holding the remote's branches as `refs/remotes/origin/*`. Commits
+are built with plumbing from a fetched parent (a temporary index, `commit-tree`), so there is no
+checked-out tree that a crash could leave dirty: every run starts from what it fetches, and a
+half-done run leaves nothing the next one trips on.
+
+Credentials never touch disk or argv: a token from the environment variable the config names reaches
+git through `GIT_ASKPASS` (a script that only echoes another environment variable), and every error
+message is scrubbed of it and of any `user:password@` in the URL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import io
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import git
+from gitdb import IStream  # type: ignore[import-untyped]
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential, wait_random
+
+from reconciler.config import GitConfig
+from reconciler.errors import OperationError
+
+REMOTE = "origin"
+_MARKER = "asg-reconciler-workdir"
+_LOCK = "asg-reconciler.lock"
+_ASKPASS = "asg-reconciler-askpass"
+_PASSWORD_VAR = "ASG_RECONCILER_GIT_PASSWORD"
+_USERNAME_VAR = "ASG_RECONCILER_GIT_USERNAME"
+_ASKPASS_SCRIPT = f"""#!/bin/sh
+# Answers git's credential prompts from the environment; holds no secret itself.
+case "$1" in
+  Username*) printf '%s\\n' "${{{_USERNAME_VAR}:-x-access-token}}" ;;
+  *) printf '%s\\n' "${{{_PASSWORD_VAR}}}" ;;
+esac
+"""
+_URL_CREDENTIALS = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)[^/@\s]+@", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Identity:
+    name: str
+    email: str
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    sha: str
+    author_name: str
+    author_email: str
+    committer_name: str
+    committer_email: str
+    subject: str
+
+
+@dataclass(frozen=True)
+class Update:
+    """What a caller wants on a branch: the file's new text and the commit message."""
+
+    text: str
+    message: str
+
+
+class PushRejected(Exception):
+    """The remote branch moved (non-fast-forward or a stale lease): fetch, re-plan, retry."""
+
+
+def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
+    """`text` without URL credentials or any of `secrets`."""
+    text = _URL_CREDENTIALS.sub(lambda m: m["scheme"] + "***@", text)
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    return text
+
+
+class WorkingCopy:
+    """One capacity repo cloned into `path`; every public call is serialised by a file lock."""
+
+    def __init__(
+        self,
+        url: str,
+        path: Path,
+        identity: Identity,
+        *,
+        token_env: str = "GIT_TOKEN",
+        timeout: float = 120.0,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self.url = url
+        self.path = Path(path)
+        self.identity = identity
+        self.timeout = timeout
+        environ = os.environ if environ is None else environ
+        self._token = environ.get(token_env, "") if token_env else ""
+        self._inherited = dict(environ)
+        self._repo: git.Repo | None = None
+        self._lock_depth = 0
+
+    @classmethod
+    def from_config(
+        cls, config: GitConfig, work_dir: Path, environ: Mapping[str, str] | None = None
+    ) -> WorkingCopy:
+        if not config.url:
+            raise OperationError("git.url is not set: nowhere to read or write the capacity manifest")
+        return cls(
+            config.url,
+            Path(config.work_dir) if config.work_dir else work_dir,
+            Identity(config.author_name, config.author_email),
+            token_env=config.token_env,
+            environ=environ,
+        )
+
+    @property
+    def shown_url(self) -> str:
+        return redact(self.url, (self._token,))
+
+    # --------------------------------------------------------------------------------- the remote
+
+    def sync(self) -> None:
+        """Clone or fetch: afterwards `refs/remotes/origin/*` is exactly the remote's branches."""
+        with self._locked():
+            repo = self._open()
+            self._git(
+                "fetch", "--prune", "--no-tags", REMOTE, f"+refs/heads/*:refs/remotes/{REMOTE}/*", repo=repo
+            )
+
+    def head(self, branch: str) -> str | None:
+        """The fetched tip of `branch`, or None when the remote has no such branch (or no commits)."""
+        with self._locked():
+            return self._resolve(f"refs/remotes/{REMOTE}/{branch}")
+
+    def read_file(self, path: str, ref: str) -> str | None:
+        """The file at `ref` (a branch name of the remote, or any commit-ish); None if absent."""
+        with self._locked():
+            sha = self._resolve(f"refs/remotes/{REMOTE}/{ref}") or self._resolve(ref)
+            if sha is None:
+                return None
+            try:
+                blob = self._open().commit(sha).tree / path
+            except KeyError:
+                return None
+            data: bytes = blob.data_stream.read()
+            return data.decode("utf-8")
+
+    def commit(
+        self,
+        parent: str | None,
+        files: Mapping[str, str | None],
+        message: str,
+        *,
+        when: datetime | None = None,
+    ) -> str | None:
+        """A commit on top of `parent` changing `files` (None deletes); None if the tree is unchanged.
+
+        Built with a temporary index, so no checkout or branch moves; `push` publishes it.
+        """
+        with self._locked():
+            repo = self._open()
+            identity = {
+                "GIT_AUTHOR_NAME": self.identity.name,
+                "GIT_AUTHOR_EMAIL": self.identity.email,
+                "GIT_COMMITTER_NAME": self.identity.name,
+                "GIT_COMMITTER_EMAIL": self.identity.email,
+            }
+            if when is not None:
+                identity["GIT_AUTHOR_DATE"] = identity["GIT_COMMITTER_DATE"] = when.isoformat()
+            with tempfile.TemporaryDirectory(dir=repo.git_dir, prefix="index-") as scratch:
+                env = {**identity, "GIT_INDEX_FILE": str(Path(scratch, "index"))}
+                if parent:
+                    repo.git.read_tree(parent, env=env)
+                for name, text in files.items():
+                    if text is None:
+                        repo.git.update_index("--force-remove", "--", name, env=env)
+                        continue
+                    data = text.encode("utf-8")
+                    blob = repo.odb.store(IStream(b"blob", len(data), io.BytesIO(data))).hexsha
+                    repo.git.update_index("--add", "--cacheinfo", f"100644,{_text(blob)},{name}", env=env)
+                tree = repo.git.write_tree(env=env)
+                if parent and tree == repo.commit(parent).tree.hexsha:
+                    return None
+                message_file = Path(scratch, "message")
+                message_file.write_text(message, encoding="utf-8")
+                parents = ["-p", parent] if parent else []
+                sha: str = repo.git.commit_tree(tree, *parents, "-F", str(message_file), env=env)
+                return sha
+
+    def push(self, sha: str, branch: str) -> None:
+        """Fast-forward `branch` to `sha`; PushRejected when the remote moved under us."""
+        self._push(sha, branch, lease=None)
+
+    def force_push(self, sha: str, branch: str, expected: str | None) -> None:
+        """Overwrite `branch` only if the remote still has `expected` there (None: must not exist)."""
+        self._push(sha, branch, lease=expected or "")
+
+    def delete_branch(self, branch: str, expected: str) -> None:
+        """Delete the remote `branch` if it is still at `expected` (a lease, like `force_push`)."""
+        with self._locked():
+            infos = self._remote_push(f":refs/heads/{branch}", f"refs/heads/{branch}:{expected}")
+            self._check_push(infos, branch)
+            self._git("update-ref", "-d", f"refs/remotes/{REMOTE}/{branch}")
+
+    def update(
+        self,
+        branch: str,
+        path: str,
+        change: Callable[[str | None], Update | None],
+        *,
+        attempts: int = 5,
+        wait_initial: float = 0.5,
+        wait_max: float = 8.0,
+    ) -> str | None:
+        """Commit `change(current text)` on `branch` and push; on a rejected push fetch and ask again.
+
+        `change` gets the file as it is on the freshly fetched branch (None when absent) and returns
+        the new text and message, or None for nothing to do; that is where the caller re-plans.
+        Returns the new commit, or None when nothing changed. Never force-pushes.
+        """
+        retrying = Retrying(
+            retry=retry_if_exception_type(PushRejected),
+            stop=stop_after_attempt(attempts),
+            wait=wait_exponential(multiplier=wait_initial, max=wait_max) + wait_random(0, wait_initial),
+            reraise=True,
+        )
+        try:
+            for attempt in retrying:
+                with attempt:
+                    if attempt.retry_state.attempt_number > 1:
+                        self.sync()
+                    parent = self.head(branch)
+                    wanted = change(self.read_file(path, parent) if parent else None)
+                    if wanted is None:
+                        return None
+                    sha = self.commit(parent, {path: wanted.text}, wanted.message)
+                    if sha is None:
+                        return None
+                    self.push(sha, branch)
+                    return sha
+        except PushRejected:
+            raise OperationError(
+                f"git push to {branch} of {self.shown_url} was rejected {attempts} times:"
+                " another writer keeps moving it; try again later"
+            ) from None
+        return None  # pragma: no cover - the loop always returns or raises
+
+    # ---------------------------------------------------------------------------------- reading log
+
+    def commits_not_by(self, branch: str, base: str, email: str) -> list[CommitInfo]:
+        """Commits on `branch` but not on `base` that `email` did not both author and commit."""
+        with self._locked():
+            tip = self._resolve(f"refs/remotes/{REMOTE}/{branch}")
+            if tip is None:
+                return []
+            since = self._resolve(f"refs/remotes/{REMOTE}/{base}")
+            spec = f"{since}..{tip}" if since else tip
+            out = self._git("log", "--format=%H%x00%an%x00%ae%x00%cn%x00%ce%x00%s", spec)
+            found = []
+            for line in out.splitlines():
+                sha, an, ae, cn, ce, subject = line.split("\x00", 5)
+                if ae.lower() != email.lower() or ce.lower() != email.lower():
+                    found.append(CommitInfo(sha, an, ae, cn, ce, subject))
+            return found
+
+    # ------------------------------------------------------------------------------------ internals
+
+    def _push(self, sha: str, branch: str, lease: str | None) -> None:
+        with self._locked():
+            local = f"refs/heads/{branch}"
+            self._git("update-ref", local, sha)
+            infos = self._remote_push(f"{local}:{local}", None if lease is None else f"{local}:{lease}")
+            self._check_push(infos, branch)
+            self._git("update-ref", f"refs/remotes/{REMOTE}/{branch}", sha)
+
+    def _remote_push(self, refspec: str, lease: str | None) -> Any:
+        repo = self._open()
+        options: dict[str, Any] = {"force_with_lease": lease} if lease is not None else {}
+        try:
+            with repo.git.custom_environment(**self._network_env(repo)):
+                return repo.remote(REMOTE).push(refspec, kill_after_timeout=self.timeout, **options)
+        except git.GitCommandError as exc:
+            raise self._failure("push", exc) from None
+
+    def _check_push(self, infos: Any, branch: str) -> None:
+        if not infos:
+            error = getattr(infos, "error", None)
+            raise (
+                self._failure("push", error)
+                if error
+                else OperationError(f"git push to {branch} of {self.shown_url}: git reported nothing")
+            )
+        for info in infos:
+            if info.flags & git.PushInfo.REJECTED:
+                raise PushRejected(f"{branch}: {info.summary.strip()}")
+            if info.flags & (git.PushInfo.REMOTE_REJECTED | git.PushInfo.REMOTE_FAILURE | git.PushInfo.ERROR):
+                summary = redact(info.summary.strip(), (self._token,))
+                raise OperationError(f"git push to {branch} of {self.shown_url} was refused: {summary}")
+
+    def _resolve(self, ref: str) -> str | None:
+        try:
+            sha: str = self._git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+        except OperationError:
+            return None
+        return sha or None
+
+    def _git(self, *args: str, repo: git.Repo | None = None) -> str:
+        repo = repo or self._open()
+        network = args[0] in ("fetch", "push", "ls-remote")
+        try:
+            with repo.git.custom_environment(**(self._network_env(repo) if network else {})):
+                out: str = repo.git.execute(
+                    ["git", *args], kill_after_timeout=self.timeout if network else None
+                )
+                return out
+        except git.GitCommandError as exc:
+            raise self._failure(args[0], exc) from None
+
+    def _failure(self, verb: str, exc: Exception) -> OperationError:
+        """A git failure as one line: the command, the redacted URL and git's own reason."""
+        return OperationError(f"git {verb} {self.shown_url}: {redact(git_reason(exc), (self._token,))}")
+
+    def _network_env(self, repo: git.Repo) -> dict[str, str]:
+        env = {"GIT_TERMINAL_PROMPT": "0"}
+        if "GIT_SSH_COMMAND" not in self._inherited and "GIT_SSH" not in self._inherited:
+            env["GIT_SSH_COMMAND"] = "ssh -o BatchMode=yes -o ConnectTimeout=15"
+        if self._token:
+            env["GIT_ASKPASS"] = str(Path(repo.git_dir, _ASKPASS))
+            env[_PASSWORD_VAR] = self._token
+            # Drop configured credential helpers for this call so the token is what gets used.
+            count = int(self._inherited.get("GIT_CONFIG_COUNT", "0") or 0)
+            env["GIT_CONFIG_COUNT"] = str(count + 1)
+            env[f"GIT_CONFIG_KEY_{count}"] = "credential.helper"
+            env[f"GIT_CONFIG_VALUE_{count}"] = ""
+        return env
+
+    def _open(self) -> git.Repo:
+        """The work dir's repository, created (or re-created, if ours and broken) as needed."""
+        if self._repo is not None:
+            return self._repo
+        git_dir = self.path
+        if git_dir.exists() and any(p.name != _LOCK for p in git_dir.iterdir()):
+            try:
+                repo = git.Repo(git_dir)
+                repo.git.rev_parse("--git-dir")
+            except (git.InvalidGitRepositoryError, git.NoSuchPathError, git.GitCommandError):
+                if not (git_dir / _MARKER).exists():
+                    raise OperationError(
+                        f"work dir {git_dir} exists and is not a git repository made by asg-reconciler;"
+                        " remove it or point git.workDir elsewhere"
+                    ) from None
+                shutil.rmtree(git_dir)
+                repo = self._init()
+        else:
+            repo = self._init()
+        self._prepare(repo)
+        self._repo = repo
+        return repo
+
+    def _init(self) -> git.Repo:
+        self.path.mkdir(parents=True, exist_ok=True)
+        repo = git.Repo.init(self.path, bare=True)
+        (self.path / _MARKER).write_text("created by asg-reconciler; safe to delete\n")
+        return repo
+
+    def _prepare(self, repo: git.Repo) -> None:
+        """Point origin at the URL and clear what a killed run may have left behind."""
+        with repo.config_writer() as writer:
+            writer.set_value(f'remote "{REMOTE}"', "url", self.url)
+            writer.set_value(f'remote "{REMOTE}"', "fetch", f"+refs/heads/*:refs/remotes/{REMOTE}/*")
+            writer.set_value("gc", "autoDetach", "false")
+        askpass = Path(repo.git_dir, _ASKPASS)
+        if not askpass.exists():
+            askpass.write_text(_ASKPASS_SCRIPT)
+            askpass.chmod(0o700)
+        git_dir = Path(repo.git_dir)
+        for stale in [*git_dir.glob("*.lock"), *git_dir.glob("refs/**/*.lock")]:
+            if stale.name != _LOCK:
+                stale.unlink(missing_ok=True)
+        for scratch in git_dir.glob("index-*"):
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Serialise runs sharing this work dir (a stale git lock is then safe to remove)."""
+        if self._lock_depth:
+            self._lock_depth += 1
+            try:
+                yield
+            finally:
+                self._lock_depth -= 1
+            return
+        self.path.mkdir(parents=True, exist_ok=True)
+        lock = open(self.path / _LOCK, "a")  # noqa: SIM115 - held across the block
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            self._lock_depth = 1
+            yield
+        finally:
+            self._lock_depth = 0
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            lock.close()
+
+
+def git_reason(exc: Exception) -> str:
+    """git's own one-line reason (`fatal: ...` or `error: ...`) from a GitPython error."""
+    text = str(getattr(exc, "stderr", "") or exc).strip()
+    wrapped = re.match(r"^stderr: '(.*)'$", text, flags=re.DOTALL)
+    lines = [line.strip() for line in (wrapped[1] if wrapped else text).splitlines() if line.strip()]
+    for prefix in ("fatal:", "error:"):
+        for line in lines:
+            if line.startswith(prefix):
+                return line[len(prefix) :].strip()
+    return lines[-1] if lines else "failed"
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode("ascii") if isinstance(value, bytes) else value

@@ -1,0 +1,118 @@
+"""`validate FILE...`: schema and sense checks for configs and manifests, meant for pull-request CI.
+
+Errors make the command exit 2; warnings (a hand-edited minSize/maxSize mirror) are printed but do not
+fail the build. A manifest is compared with its previous version in Git when there is one: the file
+as committed at HEAD if the working copy differs, else HEAD's first parent (in a pull-request
+checkout of a merge commit, that is the target branch).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import git
+
+from reconciler.config import config_from_document
+from reconciler.documents import Problem, check, parse_yaml
+from reconciler.errors import UserError
+from reconciler.gitops.manifest import (
+    document_problems,
+    from_document,
+    mirror_edits,
+    problem_from_error,
+)
+
+PreviousText = Callable[[Path], str | None]
+
+
+@dataclass(frozen=True)
+class Report:
+    errors: tuple[Problem, ...] = ()
+    warnings: tuple[Problem, ...] = ()
+
+    @property
+    def exit_code(self) -> int:
+        return 2 if self.errors else 0
+
+
+def validate_files(paths: Sequence[Path], previous: PreviousText | None = None) -> Report:
+    """Check each file as a config or a manifest (whichever it looks like)."""
+    errors: list[Problem] = []
+    warnings: list[Problem] = []
+    lookup = previous or previous_from_git
+    for path in paths:
+        label = str(path)
+        try:
+            document = parse_yaml(Path(path).read_text(encoding="utf-8"), label)
+        except OSError as exc:
+            errors.append(Problem(label, None, "", f"cannot read: {exc.strerror}"))
+            continue
+        except UserError as exc:
+            errors.append(problem_from_error(exc, label))
+            continue
+        if looks_like_manifest(document):
+            found = document_problems(document, label)
+            errors += found
+            if not found:
+                warnings += _mirror_warnings(document, label, lookup(Path(path)))
+        else:
+            errors += _config_problems(document, label)
+    return Report(tuple(errors), tuple(warnings))
+
+
+def looks_like_manifest(document: Any) -> bool:
+    """Manifests map group names to mappings; configs hold autoDiscovery/explicit lists there."""
+    if not isinstance(document, dict):
+        return False
+    groups = document.get("nodeGroups")
+    if isinstance(groups, dict) and groups:
+        return any(isinstance(v, dict) for v in groups.values())
+    return "version" in document or (set(document) <= {"cluster", "nodeGroups"} and "nodeGroups" in document)
+
+
+def _config_problems(document: Any, label: str) -> list[Problem]:
+    problems = check(document, "config", label) if isinstance(document, dict) else []
+    if problems:
+        return problems
+    try:
+        config_from_document(document, label)
+    except UserError as exc:
+        return [problem_from_error(exc, label)]
+    return []
+
+
+def _mirror_warnings(document: Any, label: str, previous_text: str | None) -> list[Problem]:
+    if previous_text is None:
+        return []
+    try:
+        before = parse_yaml(previous_text, f"{label} (previous)")
+    except UserError:
+        return []
+    if document_problems(before, label):
+        return []
+    return mirror_edits(from_document(before), from_document(document, label), label)
+
+
+def previous_from_git(path: Path) -> str | None:
+    """The version to compare with: HEAD's if the file has local changes, else HEAD^'s; None outside Git."""
+    try:
+        repo = git.Repo(path.resolve().parent, search_parent_directories=True)
+        relative = path.resolve().relative_to(Path(repo.working_tree_dir or "").resolve()).as_posix()
+        current = path.read_text(encoding="utf-8")
+        at_head = _show(repo, f"HEAD:{relative}")
+        if at_head is not None and at_head != current:
+            return at_head
+        return _show(repo, f"HEAD^:{relative}")
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError, ValueError, OSError):
+        return None
+
+
+def _show(repo: git.Repo, spec: str) -> str | None:
+    try:
+        text: str = repo.git.execute(["git", "show", spec], strip_newline_in_stdout=False)
+        return text
+    except git.GitCommandError:
+        return None

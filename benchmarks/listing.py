@@ -97,7 +97,8 @@ def main() -> int:
         started = time.perf_counter()
         count = generate(jsonl, args.pods, args.nodes)
         size = jsonl.stat().st_size
-        print(f"generated {count} objects ({size / 2**20:.0f} MiB JSON) in {time.perf_counter() - started:.1f}s")
+        elapsed = time.perf_counter() - started
+        print(f"generated {count} objects ({size / 2**20:.0f} MiB JSON) in {elapsed:.1f}s")
         with serve_in_subprocess(jsonl) as (url, _server):
             result = subprocess.run(
                 [sys.executable, __file__, "--measure", url], check=True, capture_output=True, text=True
@@ -112,7 +113,7 @@ def main() -> int:
         f"(target >= {TARGET_PODS_PER_SECOND:,}); peak RSS {rss / 2**20:.0f} MiB (target <= 1024 MiB)"
     )
     if theirs is not None:
-        print(f"kubectl get pods -A -o json --chunk-size=500: {theirs:.2f}s; ours / kubectl = {ours / theirs:.2f}")
+        print(f"kubectl get pods -A -o json --chunk-size=500: {theirs:.2f}s; ours/kubectl = {ours / theirs:.2f}")
     ok = rate >= TARGET_PODS_PER_SECOND and rss <= TARGET_RSS_BYTES
     print("listing: " + ("met targets" if ok else "MISSED targets"))
     return 0 if ok else 1

@@ -78,6 +78,29 @@ def status(config_file: str | None, output: str, snapshot: Path | None) -> None:
 
 
 @cli.command()
+@_config_option
+@_output_option("table", "json", "yaml")
+@_snapshot_option
+@click.option("--dry-run", is_flag=True, help="Compute and print the plan; write nothing to Git.")
+def plan(config_file: str | None, output: str, snapshot: Path | None, dry_run: bool) -> None:
+    """Compute each group's desired capacity; without --dry-run, write it to Git."""
+    from reconciler.plan_render import render_plan_table
+    from reconciler.runtime.plan_stage import plan_once
+
+    config = _load(config_file)
+    run = plan_once(config, snapshot, _now(), dry_run=dry_run)
+    if output == "table":
+        click.echo(render_plan_table(run.plan), nl=False)
+    elif output == "json":
+        click.echo(to_json(run.plan.to_dict()), nl=False)
+    else:
+        click.echo(to_yaml(run.plan.to_dict()), nl=False)
+    if run.published is not None:
+        for note in run.published.notes or ("nothing to write: Git already says this",):
+            click.echo(note, err=output != "table")
+
+
+@cli.command()
 def demo() -> None:
     """The embedded walkthrough against an in-process AWS mock (what `make demo` runs)."""
     from reconciler.demo.walkthrough import run_demo

@@ -1,0 +1,172 @@
+"""A plan as manifest edits and commit messages. Pure: texts in, texts out.
+
+The manifest's `desired` counts the instances listed under `removeInstances` (docs/manifest.md), so:
+- on main, a group's `desired` becomes the plan's target plus the approved removals still listed;
+  applied removals are settled (dropped, `desired` lowered), cancelled ones dropped;
+- a proposal only adds lines under `removeInstances`, never touches `desired`, which keeps it
+  mergeable while main moves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from reconciler.gitops.manifest import GroupEntry, Manifest, Removal, parse_manifest
+from reconciler.gitops.manifest_edit import ManifestEditor
+from reconciler.gitops.trailers import (
+    CapacityMessage,
+    Change,
+    InstanceRemoval,
+    Reason,
+    build_message,
+    summarize,
+)
+from reconciler.planning.types import SCALE_DOWN, CommittedGroup, GroupPlan, Plan
+
+
+def committed_groups(manifest: Manifest | None) -> dict[str, CommittedGroup]:
+    """What the planner needs from the manifest on main (its baseline, DESIGN §3.1)."""
+    if manifest is None:
+        return {}
+    return {
+        g.name: CommittedGroup(desired=g.target, remove_instances=g.removal_ids, hold=g.hold)
+        for g in manifest.groups
+    }
+
+
+def new_removals(group: GroupPlan, entry: GroupEntry | None) -> tuple[str, ...]:
+    """The instances this plan proposes, as opposed to those already approved on main."""
+    approved = set(entry.removal_ids) if entry else set()
+    return tuple(r.instance_id for r in group.removals if r.instance_id not in approved)
+
+
+@dataclass(frozen=True)
+class Edited:
+    text: str
+    message: str
+    changes: tuple[Change, ...]
+
+
+def main_edits(plan: Plan, text: str | None, label: str) -> Edited | None:
+    """Scale-ups, new groups, mirror updates, cancellations and settled removals, as one commit on
+    main; None when the manifest would not change."""
+    editor = ManifestEditor.new(plan.cluster, label) if text is None else ManifestEditor(text, label)
+    before = editor.manifest() if text is not None else Manifest(plan.cluster)
+    changes: list[Change] = []
+    reasons: list[Reason] = []
+    for group in plan.groups:
+        entry = before.group(group.name)
+        proposed = new_removals(group, entry)
+        target = group.desired + len(proposed)  # on main, proposals are not decided yet
+        if entry is None:
+            editor.add_group(group.name, target, group.min_size, group.max_size)
+            if target != group.current:
+                changes.append(Change(group.name, group.current, target))
+            reasons.append(Reason(group.name, "new group: " + ("; ".join(group.reasons) or "discovered")))
+            continue
+        if (entry.min_size, entry.max_size) != (group.min_size, group.max_size):
+            editor.set_mirror(group.name, group.min_size, group.max_size)
+        if group.held:
+            continue
+        listed = set(entry.removal_ids)
+        kept = {r.instance_id for r in group.removals if r.instance_id in listed}
+        gone = listed - kept - set(group.cancelled_removals)
+        if gone:
+            editor.settle_removals(group.name, gone)
+        if group.cancelled_removals:
+            editor.shrink_removals(group.name, kept)
+        editor.set_desired(group.name, target + len(kept))
+        if target != entry.target:
+            changes.append(Change(group.name, entry.target, target))
+            if group.action != SCALE_DOWN and group.reasons:
+                reasons.append(Reason(group.name, "; ".join(group.reasons)))
+            elif entry.target > target:
+                reasons.append(Reason(group.name, f"{len(gone)} approved removal(s) applied"))
+            else:
+                reasons.append(
+                    Reason(group.name, "desired lowered by hand without naming instances: restored")
+                )
+    if not editor.changed:
+        return None
+    if not changes:
+        reasons.append(Reason("", "manifest bookkeeping (mirror of ASG bounds, new groups)"))
+    message = CapacityMessage(
+        cluster=plan.cluster, summary=summarize(changes), changes=tuple(changes), reasons=tuple(reasons)
+    )
+    return Edited(editor.render(), build_message(message), tuple(changes))
+
+
+@dataclass(frozen=True)
+class ProposalDraft:
+    text: str
+    message: str
+    removals: Mapping[str, tuple[str, ...]]  # group -> every instance the proposal lists
+    title: str
+    body: str
+
+
+def proposal_draft(plan: Plan, main_text: str, label: str, branch: str) -> ProposalDraft | None:
+    """The proposal branch's manifest: main's, plus the instances this plan wants removed. None when
+    the plan proposes nothing."""
+    editor = ManifestEditor(main_text, label)
+    manifest = editor.manifest()
+    removals: dict[str, tuple[str, ...]] = {}
+    changes: list[Change] = []
+    reasons: list[Reason] = []
+    named: list[InstanceRemoval] = []
+    rows: list[str] = []
+    for group in plan.groups:
+        entry = manifest.group(group.name)
+        proposed = set(new_removals(group, entry))
+        if not proposed or entry is None:
+            continue
+        details = [r for r in group.removals if r.instance_id in proposed]
+        listed = list(entry.remove_instances) + [Removal(r.instance_id, r.node or "") for r in details]
+        editor.set_removals(group.name, listed)
+        removals[group.name] = tuple(r.instance_id for r in listed)
+        changes.append(Change(group.name, entry.target, entry.target - len(details)))
+        reasons.append(Reason(group.name, f"{len(details)} node(s) unneeded; their pods fit elsewhere"))
+        named += [InstanceRemoval(group.name, r.instance_id) for r in details]
+        for r in details:
+            utilisation = "-" if r.utilization is None else f"{r.utilization:.0%}"
+            since = r.since.strftime("%Y-%m-%d %H:%M UTC") if r.since else "-"
+            rows.append(
+                f"| {group.name} | {entry.target} -> {entry.target - len(details)} | `{r.instance_id}` "
+                f"| {r.node or '-'} | {utilisation} | {r.reason} | {since} |"
+            )
+    if not removals:
+        return None
+    message = CapacityMessage(
+        cluster=plan.cluster,
+        summary=summarize(changes),
+        changes=tuple(changes),
+        reasons=tuple(reasons),
+        removals=tuple(named),
+        proposal=branch,
+    )
+    title = f"capacity({plan.cluster}): {summarize(changes)}"
+    body = "\n".join(
+        [
+            f"Scale-down proposed by asg-reconciler for cluster `{plan.cluster}`.",
+            "",
+            "Merging approves draining and terminating exactly these instances; apply re-checks each",
+            "one on live state first and refuses proposals older than `scaleDown.proposalTTL`.",
+            "",
+            "| group | from -> to | instance | node | utilisation | why removable | since |",
+            "|---|---|---|---|---|---|---|",
+            *rows,
+            "",
+            "The bot rewrites this branch only while it holds nothing but its own commits and no",
+            "approval; after that it may only shrink the set or close the proposal.",
+        ]
+    )
+    return ProposalDraft(editor.render(), build_message(message), removals, title, body + "\n")
+
+
+def listed_removals(text: str | None, label: str) -> dict[str, tuple[str, ...]]:
+    """Every group's `removeInstances` in a manifest text (empty groups left out)."""
+    if text is None:
+        return {}
+    manifest = parse_manifest(text, label)
+    return {g.name: g.removal_ids for g in manifest.groups if g.removal_ids}

@@ -1,0 +1,229 @@
+"""Turn a plan into Git: scale-ups on main, scale-downs as a proposal branch and pull request, and the
+planner's memory on the state branch. The imperative shell around `plan_edits`.
+
+Main is never force-pushed: a rejected push fetches, re-plans on the new main and retries
+(`WorkingCopy.update`). The proposal branch is rewritten (force-with-lease) only while it holds
+nothing but the bot's commits and no approval; after that the bot may only shrink it or close it
+(DESIGN §3.3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from reconciler.config import Config
+from reconciler.errors import OperationError
+from reconciler.gitops.forge import Forge, PullRequest, open_or_update
+from reconciler.gitops.manifest_edit import ManifestEditor
+from reconciler.gitops.plan_edits import listed_removals, main_edits, proposal_draft
+from reconciler.gitops.repo import PushRejected, Update, WorkingCopy
+from reconciler.gitops.state import Backoff as StateBackoff
+from reconciler.gitops.state import State, save_state
+from reconciler.gitops.trailers import CapacityMessage, Reason, build_message
+from reconciler.planning.types import Plan
+
+
+def proposal_branch(cluster: str) -> str:
+    return f"asg-reconciler/{cluster}/scale-down"
+
+
+@dataclass(frozen=True)
+class Published:
+    main_commit: str | None = None
+    proposal_commit: str | None = None
+    proposal: PullRequest | None = None
+    proposal_action: str = "none"  # none | opened | updated | unchanged | shrunk | closed | kept
+    state_commit: str | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+Replan = Callable[[str | None], Plan]
+
+
+def publish(
+    plan: Plan,
+    planned_on: str | None,
+    replan: Replan,
+    copy: WorkingCopy,
+    forge: Forge,
+    config: Config,
+) -> Published:
+    """Write `plan` (computed on main's manifest text `planned_on`); `replan(text)` plans again when
+    main moved under us."""
+    path, branch = config.manifest_path, config.git.branch
+    latest = {"plan": plan}
+
+    def change(current: str | None) -> Update | None:
+        chosen = plan if current == planned_on else replan(current)
+        latest["plan"] = chosen
+        edited = main_edits(chosen, current, f"{branch}:{path}")
+        return None if edited is None else Update(edited.text, edited.message)
+
+    main_commit = copy.update(branch, path, change)
+    plan = latest["plan"]
+    main_text = copy.read_file(path, branch)
+    notes: list[str] = []
+    if main_commit:
+        notes.append(f"committed {main_commit[:12]} to {branch}")
+    proposal = _publish_proposal(plan, main_text, copy, forge, config, notes)
+    state_commit = save_state(copy, config.cluster, _state(plan))
+    if state_commit:
+        notes.append(f"state saved on asg-reconciler/{config.cluster}/state ({state_commit[:12]})")
+    return Published(main_commit, proposal[0], proposal[1], proposal[2], state_commit, tuple(notes))
+
+
+def _state(plan: Plan) -> State:
+    return State(
+        since=dict(plan.memory.unneeded_since),
+        backoffs={g: StateBackoff(b.until, b.count) for g, b in plan.memory.backoffs.items()},
+    )
+
+
+def _publish_proposal(
+    plan: Plan, main_text: str | None, copy: WorkingCopy, forge: Forge, config: Config, notes: list[str]
+) -> tuple[str | None, PullRequest | None, str]:
+    cluster, path, base = config.cluster, config.manifest_path, config.git.branch
+    branch = proposal_branch(cluster)
+    label = f"{branch}:{path}"
+    draft = proposal_draft(plan, main_text, label, branch) if main_text is not None else None
+    head = copy.head(branch)
+    existing_text = copy.read_file(path, branch) if head else None
+    pr = forge.find_open(branch) if head else None
+    if head is None:
+        if draft is None:
+            return None, None, "none"
+        sha = copy.commit(copy.head(base), {path: draft.text}, draft.message)
+        assert sha is not None
+        copy.force_push(sha, branch, expected=None)
+        pr = open_or_update(forge, title=draft.title, body=draft.body, head=branch, base=base)
+        notes.append(f"proposal {branch}: {pr.message or pr.url}")
+        return sha, pr, "opened"
+
+    current = _proposed(existing_text, main_text, label)
+    wanted = draft.removals if draft is not None else {}
+    if current == wanted:
+        return head, pr, "unchanged"  # low noise: no push, no PR edit
+    locked = _locked_reason(copy, forge, pr, branch, base, head, config)
+    if not wanted:
+        return None, _close(copy, forge, pr, branch, head, plan, notes), "closed"
+    if locked is None:
+        assert draft is not None
+        sha = copy.commit(copy.head(base), {path: draft.text}, draft.message)
+        assert sha is not None
+        _lease_push(copy, sha, branch, head)
+        pr = open_or_update(forge, title=draft.title, body=draft.body, head=branch, base=base)
+        notes.append(f"proposal {branch} updated: {pr.message or pr.url}")
+        return sha, pr, "updated"
+    # Approved or touched by a person: only shrink (rule 3), never add.
+    keep = {g: tuple(i for i in ids if i in set(wanted.get(g, ()))) for g, ids in current.items()}
+    if keep == current:
+        notes.append(
+            f"proposal {branch} kept as is ({locked}); new candidates wait for it to be merged or closed"
+        )
+        return head, pr, "kept"
+    if not any(keep.values()):
+        return None, _close(copy, forge, pr, branch, head, plan, notes), "closed"
+    sha = _shrink(copy, existing_text, main_text, label, keep, head, branch, cluster, path)
+    notes.append(f"proposal {branch} shrunk ({locked}): {sum(map(len, keep.values()))} instance(s) left")
+    if pr is not None:
+        forge.comment(pr, "asg-reconciler shrank this proposal: some instances are no longer safe to remove.")
+    return sha, pr, "shrunk"
+
+
+def _proposed(existing: str | None, main_text: str | None, label: str) -> dict[str, tuple[str, ...]]:
+    """The removals the proposal adds on top of what main already lists."""
+    ours = listed_removals(existing, label)
+    on_main = listed_removals(main_text, label)
+    proposed = {g: tuple(i for i in ids if i not in set(on_main.get(g, ()))) for g, ids in ours.items()}
+    return {g: ids for g, ids in proposed.items() if ids}
+
+
+def _locked_reason(
+    copy: WorkingCopy,
+    forge: Forge,
+    pr: PullRequest | None,
+    branch: str,
+    base: str,
+    head: str,
+    config: Config,
+) -> str | None:
+    """Why the bot may no longer rewrite the proposal, or None while it is the bot's alone."""
+    people = copy.commits_not_by(branch, base, config.git.author_email)
+    if people:
+        return f"it has commits by {people[0].author_name}"
+    if pr is not None and forge.opens_pull_requests and forge.reviews(pr, head).approved_by:
+        return "it has approvals"
+    return None
+
+
+def _lease_push(copy: WorkingCopy, sha: str, branch: str, expected: str) -> None:
+    try:
+        copy.force_push(sha, branch, expected=expected)
+    except PushRejected:
+        raise OperationError(
+            f"the proposal branch {branch} moved while we rewrote it (someone pushed): not overwritten; "
+            "the next plan looks again"
+        ) from None
+
+
+def _shrink(
+    copy: WorkingCopy,
+    existing_text: str | None,
+    main_text: str | None,
+    label: str,
+    keep: Mapping[str, tuple[str, ...]],
+    head: str,
+    branch: str,
+    cluster: str,
+    path: str,
+) -> str:
+    """A commit on top of the proposal (never a rewrite) dropping the instances not in `keep`;
+    what main already lists stays."""
+    assert existing_text is not None
+    on_main = listed_removals(main_text, label)
+    editor = ManifestEditor(existing_text, label)
+    for group in listed_removals(existing_text, label):
+        editor.shrink_removals(group, set(on_main.get(group, ())) | set(keep.get(group, ())))
+    message = CapacityMessage(
+        cluster=cluster,
+        summary="shrink the scale-down proposal",
+        reasons=(Reason("", "instances no longer safe to remove were dropped"),),
+        proposal=branch,
+    )
+    sha = copy.commit(head, {path: editor.render()}, build_message(message))
+    assert sha is not None
+    try:
+        copy.push(sha, branch)
+    except PushRejected:
+        raise OperationError(
+            f"the proposal branch {branch} moved while we shrank it: the next plan looks again"
+        ) from None
+    return sha
+
+
+def _close(
+    copy: WorkingCopy,
+    forge: Forge,
+    pr: PullRequest | None,
+    branch: str,
+    head: str,
+    plan: Plan,
+    notes: list[str],
+) -> PullRequest | None:
+    why = _why_closed(plan)
+    if pr is not None:
+        pr = forge.close(pr, f"asg-reconciler closed this proposal: it is no longer valid ({why}).")
+    try:
+        copy.delete_branch(branch, head)
+    except PushRejected:
+        raise OperationError(
+            f"the proposal branch {branch} moved while we deleted it: the next plan looks again"
+        ) from None
+    notes.append(f"proposal {branch} closed: {why}")
+    return pr
+
+
+def _why_closed(plan: Plan) -> str:
+    reasons = [f"{u.node}: {u.reason}" for u in plan.unremovable[:3]]
+    return "; ".join(reasons) or "the nodes are needed again"

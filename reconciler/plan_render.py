@@ -1,0 +1,41 @@
+"""A plan for people, read like `terraform plan`: one line per group, then what cannot be helped."""
+
+from __future__ import annotations
+
+from reconciler.planning.types import NONE, SCALE_DOWN, Plan
+
+
+def render_plan_table(plan: Plan) -> str:
+    lines = [f"Plan for cluster {plan.cluster}:", ""]
+    width = max((len(g.name) for g in plan.groups), default=0)
+    added = removed = 0
+    for g in plan.groups:
+        delta = g.desired - g.current
+        sign = "~" if g.action != NONE else " "
+        change = f"{g.current} -> {g.desired}" if g.desired != g.current else f"{g.current}"
+        delta_text = f"({delta:+d})" if delta else ""
+        reason = "; ".join(g.reasons) if g.reasons else "no change"
+        lines.append(f"  {sign} {g.name.ljust(width)}  {change:<9} {delta_text:<6} {reason}".rstrip())
+        added += g.new_nodes + len(g.cancelled_removals)
+        removed += len(g.removals) if g.action == SCALE_DOWN else 0
+    if not plan.groups:
+        lines.append("  (no node groups)")
+    not_helped = [o for o in plan.pending if o.node_group is None]
+    helped = [o for o in plan.pending if o.node_group is not None]
+    if helped:
+        lines += ["", f"Pending pods with a place ({len(helped)}):"]
+        lines += [f"  {o.pod} -> {o.node_group}{f' ({o.reason})' if o.reason else ''}" for o in helped[:50]]
+        if len(helped) > 50:
+            lines.append(f"  ... and {len(helped) - 50} more")
+    if not_helped:
+        lines += ["", f"Pending pods no group can help ({len(not_helped)}):"]
+        lines += [f"  {o.pod}: {o.reason}" for o in not_helped]
+    if plan.unremovable:
+        lines += ["", f"Nodes below the scale-down threshold that stay ({len(plan.unremovable)}):"]
+        lines += [
+            f"  {u.node}{f' ({u.node_group})' if u.node_group else ''}: {u.reason}" for u in plan.unremovable
+        ]
+    if plan.warnings:
+        lines += ["", "Warnings:"] + [f"  ! {w}" for w in plan.warnings]
+    lines += ["", f"Plan: {added} node(s) to add, {removed} to remove."]
+    return "\n".join(lines) + "\n"

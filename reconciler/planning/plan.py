@@ -1,0 +1,343 @@
+"""The planner: cluster state and node groups in, one Plan out. Pure and deterministic.
+
+Order of work, each step on one shared simulation (a NodePool of real and upcoming nodes):
+1. baselines (DESIGN §3.1), backoffs for groups whose instances never registered;
+2. upcoming capacity: young unregistered instances and committed-but-unapplied increases;
+3. pending pods that fit existing or upcoming capacity are taken out;
+4. approved removals: kept if their pods still fit elsewhere, cancelled where pending pods need
+   the room (cheaper and safer than new nodes; approved sets only shrink, §3.3);
+5. scale-up for the pods still waiting;
+6. scale-down on what remains (named instances only, §3.2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from reconciler.config import Config
+from reconciler.inventory import GroupInventory
+from reconciler.model import CPU, MEMORY, Instance, Node, Pod
+from reconciler.planning.baseline import Baseline, baseline
+from reconciler.planning.placement import NodePool
+from reconciler.planning.predicates import ForeignAntiAffinity, PredicateContext, pvc_zones, unmodelled
+from reconciler.planning.scale_down import plan_scale_down
+from reconciler.planning.scale_up import Candidate, Limits, plan_scale_up
+from reconciler.planning.simnode import SimNode
+from reconciler.planning.types import (
+    NONE,
+    SCALE_DOWN,
+    SCALE_UP,
+    Backoff,
+    GroupPlan,
+    Plan,
+    PlanInputs,
+    PlannerMemory,
+    PodOutcome,
+    Removal,
+    UnremovableNode,
+)
+
+_LAUNCHING = frozenset({"Pending", "Pending:Wait", "Pending:Proceed", "InService"})
+
+
+@dataclass
+class _Group:
+    """Working notes on one group during planning."""
+
+    inventory: GroupInventory
+    base: Baseline
+    upcoming: int = 0
+    stale: tuple[Instance, ...] = ()
+    backoff: Backoff | None = None
+    cancelled: tuple[str, ...] = ()
+    kept: tuple[str, ...] = ()  # approved removals still going ahead
+
+    @property
+    def name(self) -> str:
+        return self.inventory.name
+
+
+def make_plan(inputs: PlanInputs) -> Plan:
+    inventory, config, now = inputs.inventory, inputs.config, inputs.now
+    ctx = PredicateContext(pvc_zones(inventory.state))
+    pool = NodePool(
+        _existing_nodes(inventory.state.nodes, inventory.pods_by_node, inventory.group_of_node), ctx
+    )
+    not_ready = {n.name for n in inventory.state.nodes if not n.ready}
+    groups = [_Group(g, baseline(g.group, inputs.committed.get(g.name))) for g in inventory.groups]
+    backoffs: dict[str, Backoff] = {}
+    warnings: list[str] = []
+
+    # 1-2. backoffs and upcoming capacity
+    daemonsets = inventory.state.daemonsets
+    bases: dict[str, SimNode | None] = {}
+    for g in groups:
+        template = g.inventory.template
+        bases[g.name] = (
+            None
+            if template is None
+            else SimNode.from_template(
+                template, daemonsets, name=f"{g.name}-template", zones=g.inventory.group.zones, group=g.name
+            )
+        )
+        young = [i for i in g.inventory.unregistered if i.lifecycle_state in _LAUNCHING]
+        g.stale = tuple(i for i in young if _age(i, now) > config.scale_up.max_node_provision_time)
+        g.upcoming = len(young) - len(g.stale) + g.base.unapplied_increase
+        g.backoff = _backoff(g, inputs.memory.backoffs.get(g.name), now, config)
+        if g.backoff is not None:
+            backoffs[g.name] = g.backoff
+        base = bases[g.name]
+        if base is not None:
+            for index in range(g.upcoming):
+                pool.add_node(base.copy(f"{g.name}-upcoming-{index + 1}"))
+
+    # 3. pending pods onto existing and upcoming capacity (approved removals' nodes left aside)
+    outcomes: dict[str, PodOutcome] = {}
+    pending = _pending_pods(inputs, outcomes)
+    approved_nodes = _approved_nodes(groups)
+    placement = pool.place(pending, exclude=set(approved_nodes) | not_ready)
+    for pod, node in placement.placed:
+        sim = pool.get(node)
+        where = "upcoming capacity" if sim is not None and sim.is_new else "existing capacity"
+        outcomes[pod.key] = PodOutcome(
+            pod.key, _group_of(node, inventory.group_of_node, pool), f"fits {where}"
+        )
+    waiting = list(placement.unplaced)
+
+    # 4. approved removals: cancel where waiting pods need the node, keep where its pods can move
+    cancelled: set[str] = set()
+    if waiting and approved_nodes:
+        rescue = pool.place(waiting, exclude=not_ready)
+        for pod, node in rescue.placed:
+            if node in approved_nodes:
+                cancelled.add(node)
+            outcomes[pod.key] = PodOutcome(
+                pod.key,
+                _group_of(node, inventory.group_of_node, pool),
+                "fits capacity kept by cancelling a removal",
+            )
+        waiting = list(rescue.unplaced)
+    for node_name in sorted(set(approved_nodes) - cancelled):
+        sim = pool.get(node_name)
+        movable = [p for p in sim.pods if not p.is_daemonset and not p.is_mirror] if sim else []
+        moved = pool.place(movable, exclude=set(approved_nodes) - cancelled, atomic=True)
+        if moved.complete:
+            pool.retire(node_name)
+        else:
+            cancelled.add(node_name)
+    for g in groups:
+        g.cancelled = tuple(i for n, i in approved_nodes.items() if n in cancelled and _group_has(g, i))
+        g.kept = tuple(i for i in g.base.approved_present if i not in g.cancelled)
+
+    # 5. scale-up
+    candidates = [_candidate(g, bases[g.name], now, config.scale_up.max_step) for g in groups]
+    limits = Limits.headroom(config, *_totals(inventory.state.nodes, pool, groups))
+    up = plan_scale_up(waiting, candidates, pool, limits, config)
+    for pod in waiting:
+        if pod.key in up.helped:
+            outcomes[pod.key] = PodOutcome(pod.key, up.helped[pod.key])
+        else:
+            outcomes[pod.key] = PodOutcome(pod.key, None, up.not_helped[pod.key])
+
+    # 6. scale-down
+    excluded = frozenset(g.name for g in groups if g.base.held or up.new_nodes.get(g.name) or g.upcoming)
+    capacity = {g.name: g.base.capacity + len(g.cancelled) + up.new_nodes.get(g.name, 0) for g in groups}
+    removals: Mapping[str, tuple[Removal, ...]] = {}
+    unremovable: tuple[UnremovableNode, ...] = ()
+    unneeded_since: Mapping[str, datetime] = {}
+    if config.scale_down.enabled:
+        down = plan_scale_down(
+            inputs,
+            pool,
+            excluded_groups=excluded,
+            forced={g.name: g.base.manual_decrease for g in groups if g.base.manual_decrease},
+            baseline=capacity,
+            approved=frozenset(i for g in groups for i in g.kept),
+        )
+        removals, unremovable, unneeded_since = down.removals, down.unremovable, down.unneeded_since
+
+    group_plans = tuple(
+        _group_plan(g, up.new_nodes.get(g.name, 0), up.pods_by_group.get(g.name, 0), removals.get(g.name, ()))
+        for g in groups
+    )
+    memory = PlannerMemory(
+        unneeded_since=dict(unneeded_since),
+        backoffs=backoffs,
+        last_scale_up=dict(inputs.memory.last_scale_up),
+    )
+    if inventory.state.autoscaler is not None:
+        warnings.append(
+            f"cluster-autoscaler is live ({inventory.state.autoscaler.source}): apply will refuse"
+        )
+    return Plan(
+        cluster=config.cluster,
+        groups=group_plans,
+        pending=tuple(outcomes[k] for k in sorted(outcomes)),
+        unremovable=tuple(sorted(unremovable, key=lambda u: u.node)),
+        warnings=tuple(warnings),
+        memory=memory,
+    )
+
+
+def _existing_nodes(
+    nodes: Iterable[Node], pods_by_node: Mapping[str, tuple[Pod, ...]], group_of_node: Mapping[str, str]
+) -> list[SimNode]:
+    return [SimNode.from_node(n, pods_by_node.get(n.name, ()), group_of_node.get(n.name, "")) for n in nodes]
+
+
+def _age(instance: Instance, now: datetime) -> timedelta:
+    return now - instance.launch_time if instance.launch_time else timedelta(0)
+
+
+def _backoff(g: _Group, previous: Backoff | None, now: datetime, config: Config) -> Backoff | None:
+    """Exponential backoff as cluster-autoscaler's: initialBackoff doubling per failure up to
+    maxBackoff; a running backoff is kept until it ends, a long-expired one starts over."""
+    running = previous is not None and previous.until > now
+    if not g.stale:
+        return previous if running else None
+    if running:
+        return previous
+    initial, longest = config.scale_up.initial_backoff, config.scale_up.max_backoff
+    count = 1
+    if previous is not None and now - previous.until < longest:
+        count = previous.count + 1
+    return Backoff(now + min(initial * 2 ** (count - 1), longest), count)
+
+
+def _pending_pods(inputs: PlanInputs, outcomes: dict[str, PodOutcome]) -> list[Pod]:
+    """The pods scale-up is for, highest priority and oldest first; the rest get their outcome now."""
+    config, now = inputs.config, inputs.now
+    state = inputs.inventory.state
+    foreign = ForeignAntiAffinity(p for p in state.pods if p.node_name)
+    pending: list[Pod] = []
+    for pod in inputs.inventory.pending:
+        if pod.is_daemonset:
+            continue
+        if pod.priority < config.scale_up.expendable_priority_cutoff:
+            outcomes[pod.key] = PodOutcome(
+                pod.key,
+                None,
+                f"expendable: priority {pod.priority} is below scaleUp.expendablePriorityCutoff "
+                f"{config.scale_up.expendable_priority_cutoff}",
+            )
+            continue
+        if pod.created is not None and now - pod.created < config.scale_up.new_pod_delay:
+            outcomes[pod.key] = PodOutcome(pod.key, None, "younger than scaleUp.newPodDelay")
+            continue
+        reason = unmodelled(pod, foreign if len(foreign) else None)
+        if reason is not None:
+            outcomes[pod.key] = PodOutcome(pod.key, None, reason)
+            continue
+        pending.append(pod)
+    pending.sort(key=lambda p: (-p.priority, p.created or now, p.namespace, p.name))
+    return pending
+
+
+def _approved_nodes(groups: Iterable[_Group]) -> dict[str, str]:
+    """Node name -> instance id for approved removals whose instance still has a node."""
+    found: dict[str, str] = {}
+    for g in groups:
+        by_instance = {n.instance_id: n.name for n in g.inventory.nodes}
+        for instance_id in g.base.approved_present:
+            if instance_id in by_instance:
+                found[by_instance[instance_id]] = instance_id
+    return found
+
+
+def _group_has(g: _Group, instance_id: str) -> bool:
+    return instance_id in g.base.approved_present
+
+
+def _group_of(node_name: str, group_of_node: Mapping[str, str], pool: NodePool) -> str | None:
+    if node_name in group_of_node:
+        return group_of_node[node_name]
+    node = pool.get(node_name)
+    return node.group or None if node is not None else None
+
+
+def _candidate(g: _Group, base: SimNode | None, now: datetime, max_step: int) -> Candidate:
+    group = g.inventory.group
+    capacity = g.base.capacity + len(g.cancelled)
+    blocked = ""
+    if g.base.held:
+        blocked = f"{g.name} is held in the manifest"
+    elif g.backoff is not None:
+        blocked = (
+            f"{g.name} backed off until {g.backoff.until:%H:%M} ({len(g.stale)} instance(s) did not register)"
+        )
+    elif g.base.unapplied_increase:
+        blocked = f"{g.name} has an unapplied increase to {g.base.aws_desired + g.base.unapplied_increase}"
+    elif capacity >= group.max_size:
+        blocked = f"{g.name} is at max size {group.max_size}"
+    elif base is None:
+        blocked = (
+            f"{g.name}: no node template ({group.template_error or 'no Ready node and no instance type'})"
+        )
+    return Candidate(
+        g.name, g.inventory.template, base, max(0, min(group.max_size - capacity, max_step)), blocked
+    )
+
+
+def _totals(nodes: Iterable[Node], pool: NodePool, groups: Iterable[_Group]) -> tuple[int, int, int]:
+    """Nodes, CPU and memory the cluster has or has coming, for the cluster-wide limits."""
+    count = cpu = memory = 0
+    for node in nodes:
+        count += 1
+        cpu += node.capacity.get(CPU) or node.allocatable.get(CPU)
+        memory += node.capacity.get(MEMORY) or node.allocatable.get(MEMORY)
+    for g in groups:
+        template = g.inventory.template
+        if template is not None and g.upcoming:
+            count += g.upcoming
+            cpu += template.capacity.get(CPU) * g.upcoming
+            memory += template.capacity.get(MEMORY) * g.upcoming
+    return count, cpu, memory
+
+
+def _group_plan(g: _Group, new_nodes: int, pods_helped: int, removals: tuple[Removal, ...]) -> GroupPlan:
+    group = g.inventory.group
+    approved = tuple(Removal(i, _node_of(g, i), None, "approved, not yet applied", None) for i in g.kept)
+    desired = g.base.capacity + len(g.cancelled) + new_nodes - len(removals)
+    reasons: list[str] = []
+    action = NONE
+    if new_nodes:
+        action = SCALE_UP
+        instance_type = g.inventory.template.instance_type if g.inventory.template else "?"
+        reasons.append(f"{pods_helped} pending pod(s) need {new_nodes} × {instance_type}")
+    if g.cancelled:
+        action = SCALE_UP
+        reasons.append(f"cancel approved removal of {', '.join(g.cancelled)}: pending pods need the capacity")
+    if removals and not new_nodes:
+        action = SCALE_DOWN
+        reasons.extend(f"remove {r.instance_id} ({r.node or 'no node'}): {r.reason}" for r in removals)
+    if g.base.held:
+        reasons.append("held in the manifest: the planner leaves this group alone")
+    if g.base.unapplied_increase:
+        reasons.append(
+            f"waiting for apply: {g.base.aws_desired} -> "
+            f"{g.base.aws_desired + g.base.unapplied_increase} is committed"
+        )
+    if g.stale:
+        reasons.append(f"{len(g.stale)} instance(s) unregistered longer than scaleUp.maxNodeProvisionTime")
+    return GroupPlan(
+        name=g.name,
+        min_size=group.min_size,
+        max_size=group.max_size,
+        current=group.desired,
+        desired=desired,
+        action=action,
+        reasons=tuple(reasons),
+        removals=approved + removals,
+        cancelled_removals=g.cancelled,
+        held=g.base.held,
+        upcoming=g.upcoming,
+        new_nodes=new_nodes,
+        backoff_until=g.backoff.until if g.backoff else None,
+        warnings=group.warnings,
+    )
+
+
+def _node_of(g: _Group, instance_id: str) -> str | None:
+    return next((n.name for n in g.inventory.nodes if n.instance_id == instance_id), None)

@@ -1,0 +1,186 @@
+"""Scale-up: which groups grow, by how many nodes, for the pending pods nothing else can hold.
+
+Unlike cluster-autoscaler, which expands one group per loop, this keeps choosing until every
+helpable pod is placed: each round estimates every candidate group for the pods still waiting, lets
+the expander chain pick one option, books its new nodes into the pool, and goes again with what is
+left. Caps come from the group (max size, unapplied increases, backoff), `scaleUp.maxStep` and the
+cluster-wide `limits`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from reconciler.config import Config
+from reconciler.model import CPU, MEMORY, NodeTemplate, Pod
+from reconciler.planning.equivalence import ClassKey, group_pods
+from reconciler.planning.estimator import Estimate, estimate
+from reconciler.planning.expanders import build_chain
+from reconciler.planning.expanders.base import Option
+from reconciler.planning.placement import NodePool
+from reconciler.planning.simnode import SimNode
+
+GIB = 2**30
+
+
+@dataclass
+class Candidate:
+    """A group as scale-up sees it. `blocked` says why it cannot grow at all in this plan."""
+
+    name: str
+    template: NodeTemplate | None
+    base: SimNode | None  # an empty new node of the group (DaemonSet pods on it), None: no template
+    room: int  # nodes it may still add: max size and maxStep against its baseline
+    blocked: str = ""
+    added: int = 0
+    memo: dict[ClassKey, str | None] = field(default_factory=dict)
+
+
+@dataclass
+class Limits:
+    """What is left under `limits` for the whole cluster; None = unlimited."""
+
+    nodes: int | None
+    cpu_milli: int | None
+    memory: int | None
+
+    @staticmethod
+    def headroom(config: Config, nodes: int, cpu_milli: int, memory: int) -> Limits:
+        limits = config.limits
+        return Limits(
+            None if not limits.max_nodes_total else limits.max_nodes_total - nodes,
+            None if not limits.cores_max else limits.cores_max * 1000 - cpu_milli,
+            None if not limits.memory_max_gb else limits.memory_max_gb * GIB - memory,
+        )
+
+    def cap(self, node: SimNode) -> tuple[int | None, str]:
+        """How many nodes like `node` fit under the limits, and the limit that binds first."""
+        caps: list[tuple[int, str]] = []
+        if self.nodes is not None:
+            caps.append((self.nodes, "limits.maxNodesTotal"))
+        cpu, memory = node.allocatable.get(CPU), node.allocatable.get(MEMORY)
+        if self.cpu_milli is not None and cpu:
+            caps.append((self.cpu_milli // cpu, "limits.cores"))
+        if self.memory is not None and memory:
+            caps.append((self.memory // memory, "limits.memory"))
+        if not caps:
+            return None, ""
+        count, name = min(caps)
+        return max(count, 0), name
+
+    def book(self, node: SimNode, count: int) -> None:
+        if self.nodes is not None:
+            self.nodes -= count
+        if self.cpu_milli is not None:
+            self.cpu_milli -= node.allocatable.get(CPU) * count
+        if self.memory is not None:
+            self.memory -= node.allocatable.get(MEMORY) * count
+
+
+@dataclass(frozen=True)
+class ScaleUpResult:
+    new_nodes: Mapping[str, int]  # group -> nodes added by this plan
+    helped: Mapping[str, str]  # pod key -> group whose new nodes hold it
+    pods_by_group: Mapping[str, int]
+    not_helped: Mapping[str, str]  # pod key -> why no group helps
+
+
+def plan_scale_up(
+    pods: Sequence[Pod],
+    candidates: Sequence[Candidate],
+    pool: NodePool,
+    limits: Limits,
+    config: Config,
+) -> ScaleUpResult:
+    chain = build_chain(config.expander, config.expander_options)
+    by_name = {c.name: c for c in candidates}
+    remaining = list(pods)
+    helped: dict[str, str] = {}
+    refusals: dict[str, dict[str, str]] = {}  # pod key -> group -> why not there
+    limit_hit: dict[str, str] = {}  # group -> the limit that stopped it
+    round_number = 0
+    while remaining:
+        round_number += 1
+        classes = group_pods(remaining, pool.classifier)
+        options: list[Option] = []
+        estimates: dict[str, Estimate] = {}
+        for candidate in candidates:
+            if candidate.blocked or candidate.base is None or candidate.template is None:
+                continue
+            room = candidate.room - candidate.added
+            limit_cap, limit_name = limits.cap(candidate.base)
+            if limit_cap is not None and limit_cap < room:
+                room = limit_cap
+                if room <= 0:
+                    limit_hit[candidate.name] = limit_name
+            if room <= 0:
+                continue
+            result = estimate(
+                classes,
+                candidate.base,
+                room,
+                pool.ctx,
+                name_prefix=f"{candidate.name}-new{round_number}",
+                fit_memo=candidate.memo,
+            )
+            for pod, reason in result.unfit:
+                refusals.setdefault(pod.key, {})[candidate.name] = reason
+            if result.helped:
+                estimates[candidate.name] = result
+                options.append(Option(candidate.name, result.node_count, result.placed, candidate.template))
+        best = chain.best(options)
+        if best is None:
+            break
+        chosen = estimates[best.group]
+        candidate = by_name[best.group]
+        for node in chosen.nodes:
+            pool.add_node(node)
+        candidate.added += chosen.node_count
+        limits.book(chosen.nodes[0], chosen.node_count)
+        placed = {id(p) for p in chosen.placed}
+        for pod in chosen.placed:
+            helped[pod.key] = best.group
+        remaining = [p for p in remaining if id(p) not in placed]
+
+    pods_by_group: dict[str, int] = {}
+    for group in helped.values():
+        pods_by_group[group] = pods_by_group.get(group, 0) + 1
+    not_helped = {
+        pod.key: _why_not(pod, candidates, refusals.get(pod.key, {}), limit_hit) for pod in remaining
+    }
+    return ScaleUpResult(
+        new_nodes={c.name: c.added for c in candidates if c.added},
+        helped=helped,
+        pods_by_group=pods_by_group,
+        not_helped=not_helped,
+    )
+
+
+def _why_not(
+    pod: Pod,
+    candidates: Sequence[Candidate],
+    refusals: Mapping[str, str],
+    limit_hit: Mapping[str, str],
+) -> str:
+    """One line a person can act on: each group's reason, the most telling first."""
+    if not candidates:
+        return "no node groups are configured"
+    reasons: list[str] = []
+    for candidate in candidates:
+        if candidate.name in refusals:
+            reasons.append(f"{candidate.name}: {refusals[candidate.name]}")
+        elif candidate.blocked:
+            reasons.append(candidate.blocked)
+        elif candidate.name in limit_hit:
+            reasons.append(f"{limit_hit[candidate.name]} reached")
+        elif candidate.base is None:
+            reasons.append(f"{candidate.name}: no node template")
+        elif candidate.room - candidate.added <= 0:
+            reasons.append(f"{candidate.name} has no room left (max size or scaleUp.maxStep)")
+        else:
+            reasons.append(f"{candidate.name}: no room left after placing other pods")
+    unique = list(dict.fromkeys(reasons))
+    shown = unique[:4]
+    more = f"; and {len(unique) - len(shown)} more" if len(unique) > len(shown) else ""
+    return "no node group can help: " + "; ".join(shown) + more

@@ -55,6 +55,7 @@ def main_edits(plan: Plan, text: str | None, label: str) -> Edited | None:
     before = editor.manifest() if text is not None else Manifest(plan.cluster)
     changes: list[Change] = []
     reasons: list[Reason] = []
+    added: list[str] = []
     for group in plan.groups:
         entry = before.group(group.name)
         proposed = new_removals(group, entry)
@@ -63,7 +64,9 @@ def main_edits(plan: Plan, text: str | None, label: str) -> Edited | None:
             editor.add_group(group.name, target, group.min_size, group.max_size)
             if target != group.current:
                 changes.append(Change(group.name, group.current, target))
-            reasons.append(Reason(group.name, "new group: " + ("; ".join(group.reasons) or "discovered")))
+                reasons.append(Reason(group.name, "new group; " + "; ".join(group.reasons)))
+            else:
+                added.append(group.name)
             continue
         if (entry.min_size, entry.max_size) != (group.min_size, group.max_size):
             editor.set_mirror(group.name, group.min_size, group.max_size)
@@ -89,8 +92,10 @@ def main_edits(plan: Plan, text: str | None, label: str) -> Edited | None:
                 )
     if not editor.changed:
         return None
-    if not changes:
-        reasons.append(Reason("", "manifest bookkeeping (mirror of ASG bounds, new groups)"))
+    if added:
+        reasons.append(Reason("", f"new group(s) at their current size: {', '.join(added)}"))
+    if not reasons:
+        reasons.append(Reason("", "mirror of the ASGs' min/max sizes updated"))
     message = CapacityMessage(
         cluster=plan.cluster, summary=summarize(changes), changes=tuple(changes), reasons=tuple(reasons)
     )

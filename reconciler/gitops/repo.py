@@ -302,6 +302,10 @@ class WorkingCopy:
         for info in infos:
             if info.flags & git.PushInfo.REJECTED:
                 raise PushRejected(f"{branch}: {info.summary.strip()}")
+            if info.flags & git.PushInfo.REMOTE_REJECTED and "failed to update ref" in info.summary:
+                # Another writer held the ref's lock at that instant: the same race as a
+                # non-fast-forward, so fetch, re-plan and retry.
+                raise PushRejected(f"{branch}: {info.summary.strip()}")
             if info.flags & (git.PushInfo.REMOTE_REJECTED | git.PushInfo.REMOTE_FAILURE | git.PushInfo.ERROR):
                 summary = redact(info.summary.strip(), (self._token,))
                 raise OperationError(f"git push to {branch} of {self.shown_url} was refused: {summary}")

@@ -1,0 +1,255 @@
+"""`plan` writing to Git end to end: a local bare repo, moto for the ASGs, a kubectl dump for the
+cluster, and the fake GitHub for pull requests."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reconciler.gitops.manifest import parse_manifest
+from reconciler.gitops.trailers import parse_message
+from tests.e2e.cli import run
+from tests.fakes import k8s_objects as k
+from tests.fakes.github_api import FakeGitHub
+from tests.fixtures_aws import MotoAws
+from tests.fixtures_git import BOB, git
+
+TAGS = {"k8s.io/cluster-autoscaler/enabled": "true", "k8s.io/cluster-autoscaler/prod": "owned"}
+REPO, TOKEN = "org/capacity", "ghp_test_token"
+MAIN_PATH = "capacity/prod.yaml"
+PROPOSAL = "asg-reconciler/prod/scale-down"
+T3_SMALL = {"cpu": "1930m", "memory": "1471840Ki", "pods": "11"}
+
+
+@pytest.fixture(scope="module")
+def github_server() -> Iterator[FakeGitHub]:
+    with FakeGitHub(repo=REPO, token=TOKEN) as fake:
+        yield fake
+
+
+@pytest.fixture
+def github(github_server: FakeGitHub, monkeypatch: pytest.MonkeyPatch) -> FakeGitHub:
+    github_server.reset()
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    return github_server
+
+
+class Setup:
+    def __init__(self, aws: MotoAws, tmp_path: Path, remote: Path, github: FakeGitHub | None) -> None:
+        self.aws, self.tmp, self.remote = aws, tmp_path, remote
+        aws.launch_template("lt", "t3.small")
+        aws.asg("general", min_size=1, max_size=5, desired=2, tags=TAGS, launch_template="lt")
+        groups = aws.autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=["general"])
+        self.instances = sorted(
+            (i["InstanceId"], i["AvailabilityZone"]) for i in groups["AutoScalingGroups"][0]["Instances"]
+        )
+        forge = (
+            f"forge: {{type: github, repo: {REPO}, baseUrl: '{github.url}'}}\n" if github is not None else ""
+        )
+        self.config = tmp_path / "asg-reconciler.yaml"
+        self.config.write_text(
+            "cluster: prod\nregion: us-east-1\n"
+            "nodeGroups: {autoDiscovery: ['asg:tag=k8s.io/cluster-autoscaler/enabled,k8s.io/cluster-autoscaler/prod']}\n"
+            f"git: {{url: '{remote}', workDir: '{tmp_path / 'work'}'}}\n"
+            "scaleDown: {unneededTime: 0s}\n" + forge
+        )
+
+    def cluster(self, busy_b: int = 0, pending: int = 0) -> list[dict[str, Any]]:
+        """Node a runs 1500m; node b runs `busy_b` millicores (0: a 100m pod, so b is unneeded)."""
+        (a_id, a_zone), (b_id, b_zone) = self.instances
+        objects = [
+            k.node("node-a", instance_id=a_id, zone=a_zone, instance_type="t3.small", allocatable=T3_SMALL),
+            k.node("node-b", instance_id=b_id, zone=b_zone, instance_type="t3.small", allocatable=T3_SMALL),
+            k.pod(
+                "web-a",
+                "shop",
+                node_name="node-a",
+                requests={"cpu": "1500m"},
+                owner_kind="ReplicaSet",
+                owner_name="web",
+            ),
+            k.pod(
+                "web-b",
+                "shop",
+                node_name="node-b",
+                requests={"cpu": f"{busy_b or 100}m"},
+                owner_kind="ReplicaSet",
+                owner_name="web",
+            ),
+        ]
+        objects += [
+            k.pod(f"job-{i}", "batch", requests={"cpu": "1500m"}, owner_kind="Job", owner_name="job")
+            for i in range(pending)
+        ]
+        return objects
+
+    def plan(self, capsys: pytest.CaptureFixture[str], objects: list[dict[str, Any]], *extra: str) -> Any:
+        snapshot = self.tmp / "cluster.json"
+        snapshot.write_text(json.dumps({"kind": "List", "apiVersion": "v1", "items": objects}))
+        return run(capsys, "plan", "--config", str(self.config), "--snapshot", str(snapshot), *extra)
+
+    def head(self, branch: str) -> str | None:
+        result = subprocess.run(
+            ["git", "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"],
+            cwd=self.remote,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        return result.stdout.strip() or None
+
+    def show(self, ref: str) -> str:
+        return git("show", f"{ref}:{MAIN_PATH}", cwd=self.remote)
+
+
+def test_scale_up_lands_on_main_with_trailers_and_nothing_twice(
+    aws: MotoAws, bare_remote: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    setup = Setup(aws, tmp_path, bare_remote, None)
+    objects = setup.cluster(busy_b=1500, pending=2)
+    result = setup.plan(capsys, objects)
+    assert result.code == 0, result.err
+    manifest = parse_manifest(setup.show("main"), "main")
+    assert manifest.group("general") is not None
+    assert manifest.group("general").desired == 4  # type: ignore[union-attr]
+    message = parse_message(git("log", "-1", "--format=%B", "main", cwd=bare_remote))
+    assert message is not None and message.cluster == "prod"
+    assert [str(c) for c in message.changes] == ["general 2 -> 4"]
+    assert "2 pending pod(s) need 2 × t3.small" in message.reason_for("general")
+    state_head = setup.head("asg-reconciler/prod/state")
+    main_head = setup.head("main")
+
+    again = setup.plan(capsys, objects)  # same world, and main already says so
+    assert again.code == 0, again.err
+    assert setup.head("main") == main_head
+    assert setup.head("asg-reconciler/prod/state") == state_head
+    assert "nothing to write" in again.out
+
+
+def test_scale_down_proposal_lifecycle(
+    aws: MotoAws, bare_remote: Path, tmp_path: Path, github: FakeGitHub, capsys: pytest.CaptureFixture[str]
+) -> None:
+    setup = Setup(aws, tmp_path, bare_remote, github)
+    (b_id, _) = setup.instances[1]
+
+    opened = setup.plan(capsys, setup.cluster())
+    assert opened.code == 0, opened.err
+    proposal = parse_manifest(setup.show(PROPOSAL), PROPOSAL).group("general")
+    assert proposal is not None
+    assert proposal.removal_ids == (b_id,) and proposal.desired == 2 and proposal.target == 1
+    assert parse_manifest(setup.show("main"), "main").group("general").removal_ids == ()  # type: ignore[union-attr]
+    pull = github.pull(1)
+    assert pull.state == "open" and pull.head == PROPOSAL
+    assert b_id in pull.body and "node-b" in pull.body
+    message = parse_message(git("log", "-1", "--format=%B", PROPOSAL, cwd=bare_remote))
+    assert message is not None and message.removals_for("general") == (b_id,)
+
+    writes, head = len(github.writes()), setup.head(PROPOSAL)
+    unchanged = setup.plan(capsys, setup.cluster())
+    assert unchanged.code == 0, unchanged.err
+    assert setup.head(PROPOSAL) == head
+    assert len(github.writes()) == writes, "an unchanged proposal must not touch the pull request"
+
+    busy = setup.plan(capsys, setup.cluster(busy_b=1000))  # node b is needed again
+    assert busy.code == 0, busy.err
+    assert setup.head(PROPOSAL) is None
+    assert github.pull(1).state == "closed"
+    assert "no longer valid" in github.comments(1)[-1]
+
+
+def test_a_persons_commit_on_the_proposal_is_never_overwritten(
+    aws: MotoAws, bare_remote: Path, tmp_path: Path, github: FakeGitHub, capsys: pytest.CaptureFixture[str]
+) -> None:
+    setup = Setup(aws, tmp_path, bare_remote, github)
+    assert setup.plan(capsys, setup.cluster()).code == 0
+    text = setup.show(PROPOSAL).replace("nodeGroups:", "# reviewed by Bob\nnodeGroups:")
+    bobs = BOB.commit(bare_remote, PROPOSAL, {MAIN_PATH: text}, "note the review")
+
+    # The world changes so the planner would write a different proposal: it may not, only shrink or close.
+    aws.autoscaling.update_auto_scaling_group(AutoScalingGroupName="general", MaxSize=6)
+    result = setup.plan(capsys, setup.cluster())
+    assert result.code == 0, result.err
+    assert setup.head(PROPOSAL) == bobs
+
+    closed = setup.plan(capsys, setup.cluster(busy_b=1000))
+    assert closed.code == 0, closed.err
+    assert setup.head(PROPOSAL) is None  # closing is always allowed
+
+
+def test_approved_removal_merged_to_main_is_planned_around(
+    aws: MotoAws, bare_remote: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    setup = Setup(aws, tmp_path, bare_remote, None)
+    (b_id, _) = setup.instances[1]
+    assert setup.plan(capsys, setup.cluster()).code == 0
+    BOB.merge(bare_remote, "main", PROPOSAL, "Merge scale-down proposal")
+    git("branch", "-D", PROPOSAL, cwd=bare_remote)
+    # Pending pods now need node b: the approved removal is cancelled rather than adding a node.
+    result = setup.plan(capsys, setup.cluster(pending=1))
+    assert result.code == 0, result.err
+    group = parse_manifest(setup.show("main"), "main").group("general")
+    assert group is not None and group.removal_ids == () and group.target == 2
+    message = parse_message(git("log", "-1", "--format=%B", "main", cwd=bare_remote))
+    assert message is not None and [str(c) for c in message.changes] == ["general 1 -> 2"]
+    assert b_id not in setup.show("main")
+
+
+def test_broken_manifest_on_main_refuses_to_write(
+    aws: MotoAws, bare_remote: Path, tmp_path: Path, github: FakeGitHub, capsys: pytest.CaptureFixture[str]
+) -> None:
+    setup = Setup(aws, tmp_path, bare_remote, github)
+    BOB.commit(
+        bare_remote,
+        "main",
+        {MAIN_PATH: "cluster: prod\nnodeGroups:\n  general: {desired: 9, maxSize: 5}\n"},
+        "oops",
+    )
+    head = setup.head("main")
+    result = setup.plan(capsys, setup.cluster())
+    assert result.code == 2
+    assert "capacity/prod.yaml:3" in result.err and "above maxSize 5" in result.err
+    assert setup.head("main") == head and setup.head(PROPOSAL) is None
+    assert github.writes() == []
+
+
+def test_unreachable_remote_is_exit_1(
+    aws: MotoAws, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    setup = Setup(aws, tmp_path, tmp_path / "missing.git", None)
+    result = setup.plan(capsys, setup.cluster())
+    assert result.code == 1
+    assert len(result.err.strip().splitlines()) == 1
+
+
+def test_two_planners_racing_land_every_change_once(aws: MotoAws, bare_remote: Path, tmp_path: Path) -> None:
+    setup = Setup(aws, tmp_path, bare_remote, None)
+    snapshot = tmp_path / "cluster.json"
+    snapshot.write_text(json.dumps({"kind": "List", "items": setup.cluster(busy_b=1500, pending=2)}))
+    configs = []
+    for n in range(2):
+        config = tmp_path / f"c{n}.yaml"
+        config.write_text(
+            setup.config.read_text().replace(str(tmp_path / "work"), str(tmp_path / f"work{n}"))
+        )
+        configs.append(config)
+    racers = [
+        subprocess.Popen(
+            [sys.executable, "-m", "reconciler", "plan", "--config", str(c), "--snapshot", str(snapshot)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for c in configs
+    ]
+    for racer in racers:
+        _, err = racer.communicate(timeout=120)
+        assert racer.returncode == 0, err
+    log = git("log", "--format=%s", "main", cwd=bare_remote).splitlines()
+    assert log == ["capacity(prod): scale up general 2 -> 4"]
+    assert parse_manifest(setup.show("main"), "main").group("general").desired == 4  # type: ignore[union-attr]

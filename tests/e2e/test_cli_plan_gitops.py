@@ -55,7 +55,8 @@ class Setup:
         self.config = tmp_path / "asg-reconciler.yaml"
         self.config.write_text(
             "cluster: prod\nregion: us-east-1\n"
-            "nodeGroups: {autoDiscovery: ['asg:tag=k8s.io/cluster-autoscaler/enabled,k8s.io/cluster-autoscaler/prod']}\n"
+            "nodeGroups:\n  autoDiscovery:\n"
+            "    - asg:tag=k8s.io/cluster-autoscaler/enabled,k8s.io/cluster-autoscaler/prod\n"
             f"git: {{url: '{remote}', workDir: '{tmp_path / 'work'}'}}\n"
             "scaleDown: {unneededTime: 0s}\n" + forge
         )

@@ -101,6 +101,43 @@ def plan(config_file: str | None, output: str, snapshot: Path | None, dry_run: b
 
 
 @cli.command()
+@_config_option
+@_output_option("table", "json", "yaml", "csv")
+@click.option("--node-group", metavar="NAME", help="Only this group's entries.")
+@click.option("--since", metavar="WHEN", help="A date, an ISO time, or a duration ago such as 24h or 7d.")
+def history(config_file: str | None, output: str, node_group: str | None, since: str | None) -> None:
+    """The capacity audit trail of every group, from commit trailers (one git log)."""
+    from reconciler.gitops.history import history_command, render_history
+    from reconciler.runtime.plan_stage import working_copy
+
+    config = _load(config_file)
+    copy = working_copy(config)
+    entries = history_command(
+        copy.path, config.cluster, node_group, since, ref=f"refs/remotes/origin/{config.git.branch}"
+    )
+    click.echo(render_history(entries, output), nl=False)
+
+
+@cli.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+def validate(files: tuple[Path, ...]) -> int:
+    """Schema-check configs and manifests (for pull-request CI); exit 2 on any error."""
+    from reconciler.gitops.validate import validate_files
+
+    report = validate_files(files)
+    for problem in report.errors:
+        click.echo(f"error: {problem}", err=True)
+    for problem in report.warnings:
+        click.echo(f"warning: {problem}", err=True)
+    if not report.errors:
+        click.echo(
+            f"{len(files)} file(s) valid"
+            + (f", {len(report.warnings)} warning(s)" if report.warnings else "")
+        )
+    return report.exit_code
+
+
+@cli.command()
 def demo() -> None:
     """The embedded walkthrough against an in-process AWS mock (what `make demo` runs)."""
     from reconciler.demo.walkthrough import run_demo

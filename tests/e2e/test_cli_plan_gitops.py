@@ -254,3 +254,41 @@ def test_two_planners_racing_land_every_change_once(aws: MotoAws, bare_remote: P
     log = git("log", "--format=%s", "main", cwd=bare_remote).splitlines()
     assert log == ["capacity(prod): scale up general 2 -> 4"]
     assert parse_manifest(setup.show("main"), "main").group("general").desired == 4  # type: ignore[union-attr]
+
+
+def test_history_reads_back_what_plans_wrote(
+    aws: MotoAws, bare_remote: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    setup = Setup(aws, tmp_path, bare_remote, None)
+    assert setup.plan(capsys, setup.cluster()).code == 0  # a proposal: in history once merged
+    BOB.merge(bare_remote, "main", PROPOSAL, "Merge scale-down proposal")
+    assert setup.plan(capsys, setup.cluster(pending=1)).code == 0  # cancels it: 1 -> 2 on main
+    result = run(capsys, "history", "--config", str(setup.config), "--output", "json")
+    assert result.code == 0, result.err
+    entries = json.loads(result.out)
+    changes = [(e["group"], e["from"], e["to"], e["direction"]) for e in entries]
+    assert changes[:2] == [("general", 1, 2, "up"), ("general", 2, 1, "down")]
+    assert entries[1]["merged_by"] == "Bob Builder"
+    assert (
+        run(
+            capsys, "history", "--config", str(setup.config), "--node-group", "other", "--output", "json"
+        ).out.strip()
+        == "[]"
+    )
+    table = run(capsys, "history", "--config", str(setup.config), "--since", "1h")
+    assert table.code == 0 and "general" in table.out
+    bad = run(capsys, "history", "--config", str(setup.config), "--since", "last tuesday")
+    assert bad.code == 2
+
+
+def test_validate_for_pull_request_ci(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = tmp_path / "prod.yaml"
+    good.write_text(
+        "cluster: prod\nnodeGroups:\n  general: {removeInstances: [], hold: false, desired: 3, minSize: 1, maxSize: 5}\n"
+    )
+    assert run(capsys, "validate", str(good)).code == 0
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("cluster: prod\nnodeGroups:\n  general: {desired: -1}\n")
+    result = run(capsys, "validate", str(good), str(bad))
+    assert result.code == 2
+    assert "bad.yaml:3" in result.err

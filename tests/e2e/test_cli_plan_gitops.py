@@ -284,7 +284,8 @@ def test_history_reads_back_what_plans_wrote(
 def test_validate_for_pull_request_ci(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     good = tmp_path / "prod.yaml"
     good.write_text(
-        "cluster: prod\nnodeGroups:\n  general: {removeInstances: [], hold: false, desired: 3, minSize: 1, maxSize: 5}\n"
+        "cluster: prod\nnodeGroups:\n"
+        "  general: {removeInstances: [], hold: false, desired: 3, minSize: 1, maxSize: 5}\n"
     )
     assert run(capsys, "validate", str(good)).code == 0
     bad = tmp_path / "bad.yaml"

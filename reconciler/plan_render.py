@@ -8,7 +8,7 @@ from reconciler.planning.types import NONE, SCALE_DOWN, Plan
 def render_plan_table(plan: Plan) -> str:
     lines = [f"Plan for cluster {plan.cluster}:", ""]
     width = max((len(g.name) for g in plan.groups), default=0)
-    added = removed = 0
+    added = removed = cancelled = 0
     for g in plan.groups:
         delta = g.desired - g.current
         sign = "~" if g.action != NONE else " "
@@ -16,7 +16,8 @@ def render_plan_table(plan: Plan) -> str:
         delta_text = f"({delta:+d})" if delta else ""
         reason = "; ".join(g.reasons) if g.reasons else "no change"
         lines.append(f"  {sign} {g.name.ljust(width)}  {change:<9} {delta_text:<6} {reason}".rstrip())
-        added += g.new_nodes + len(g.cancelled_removals)
+        added += g.new_nodes
+        cancelled += len(g.cancelled_removals)
         removed += len(g.removals) if g.action == SCALE_DOWN else 0
     if not plan.groups:
         lines.append("  (no node groups)")
@@ -37,5 +38,6 @@ def render_plan_table(plan: Plan) -> str:
         ]
     if plan.warnings:
         lines += ["", "Warnings:"] + [f"  ! {w}" for w in plan.warnings]
-    lines += ["", f"Plan: {added} node(s) to add, {removed} to remove."]
+    kept = f", {cancelled} approved removal(s) cancelled" if cancelled else ""
+    lines += ["", f"Plan: {added} node(s) to add, {removed} to remove{kept}."]
     return "\n".join(lines) + "\n"

@@ -1,57 +1,131 @@
-"""`asg-reconciler demo`: the bundled example cluster against an in-process AWS mock.
+"""`asg-reconciler demo`: the bundled example cluster against an in-process AWS mock and a local Git
+repository, told as plan -> review -> (apply, next stage).
 
-Nothing here is special-cased: the demo writes a kubectl-style snapshot and a config file and runs
-the same code paths as the CLI commands it narrates.
+Nothing is special-cased: the demo writes kubectl-style snapshots, a config file and a bare Git
+repository, then runs the very CLI commands it prints.
 """
 
 from __future__ import annotations
 
 import re
+import subprocess
 import tempfile
-from collections.abc import Callable
-from datetime import UTC, datetime
+from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
-from reconciler.config import load_config
+from ruamel.yaml import YAML
+
 from reconciler.demo.mock_aws import create_groups, mock_aws
-from reconciler.status import build_status, render_status_table
-from reconciler.world import observe
 
 Echo = Callable[[str], None]
 _PLACEHOLDER = re.compile(r"\{\{(instance|zone):([\w-]+):(\d+)\}\}")
+PROPOSAL = "asg-reconciler/demo/scale-down"
 
 
-def _snapshot_text(instances: dict[str, list[tuple[str, str]]]) -> str:
+def _cluster(instances: dict[str, list[tuple[str, str]]]) -> list[dict[str, Any]]:
     template = resources.files("reconciler.demo").joinpath("cluster.yaml").read_text()
 
     def fill(match: re.Match[str]) -> str:
         instance_id, zone = instances[match[2]][int(match[3])]
         return instance_id if match[1] == "instance" else zone
 
-    return _PLACEHOLDER.sub(fill, template)
+    document = YAML(typ="safe", pure=True).load(_PLACEHOLDER.sub(fill, template))
+    items: list[dict[str, Any]] = document["items"]
+    return items
+
+
+def _write(path: Path, items: Sequence[dict[str, Any]]) -> Path:
+    with path.open("w") as handle:
+        YAML(typ="safe", pure=True).dump({"apiVersion": "v1", "kind": "List", "items": list(items)}, handle)
+    return path
+
+
+def _git(*args: str, cwd: Path) -> str:
+    result = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True)
+    return result.stdout
+
+
+class _Session:
+    def __init__(self, echo: Echo, workdir: Path) -> None:
+        self.echo, self.workdir = echo, workdir
+
+    def run(self, *args: str) -> None:
+        """Print the command as a user would type it, then run it through the real CLI."""
+        from reconciler.cli import cli
+
+        shown = " ".join(a.replace(str(self.workdir) + "/", "") for a in args)
+        self.echo(f"\n$ asg-reconciler {shown}")
+        cli.main(args=list(args), prog_name="asg-reconciler", standalone_mode=False)
+
+    def say(self, text: str) -> None:
+        self.echo(f"\n# {text}")
 
 
 def run_demo(echo: Echo) -> None:
     with tempfile.TemporaryDirectory(prefix="asg-reconciler-demo-") as tmp, mock_aws() as endpoint:
         workdir = Path(tmp)
+        demo = _Session(echo, workdir)
         echo(f"# asg-reconciler demo: AWS is an in-process moto server at {endpoint}")
         instances = create_groups()
         for name, launched in sorted(instances.items()):
             ids = ", ".join(instance for instance, _ in launched)
             echo(f"#   ASG {name}: {len(launched)} instance(s) {ids}".rstrip())
-        snapshot = workdir / "cluster.yaml"
-        snapshot.write_text(_snapshot_text(instances))
-        config_file = workdir / "asg-reconciler.yaml"
-        config_file.write_text(resources.files("reconciler.demo").joinpath("asg-reconciler.yaml").read_text())
-        echo("# the cluster is the bundled example (reconciler/demo/cluster.yaml), read as a kubectl dump")
-        echo("")
-        echo(f"$ asg-reconciler status --config {config_file.name} --snapshot {snapshot.name}")
-        config = load_config(config_file)
-        report = build_status(config.cluster, observe(config, snapshot, datetime.now(UTC)))
-        echo(render_status_table(report).rstrip("\n"))
-        echo("")
-        echo(
-            "# This demo shows the read side (status). The plan -> review -> apply story joins it as "
-            "the planner, GitOps and apply stages land."
+        cluster = _cluster(instances)
+        quiet = _write(
+            workdir / "quiet.yaml", [o for o in cluster if (o.get("status") or {}).get("phase") != "Pending"]
+        )
+        busy = _write(workdir / "busy.yaml", cluster)
+        remote = workdir / "capacity.git"
+        _git("init", "--quiet", "--bare", "--initial-branch=main", str(remote), cwd=workdir)
+        config_text = resources.files("reconciler.demo").joinpath("asg-reconciler.yaml").read_text()
+        config = workdir / "asg-reconciler.yaml"
+        config.write_text(config_text + f"git: {{url: '{remote}', workDir: '{workdir / 'work'}'}}\n")
+        echo("# the cluster is the bundled example (reconciler/demo/cluster.yaml), read as kubectl dumps;")
+        echo(f"# the capacity repository is a local bare repository ({remote.name})")
+
+        demo.say("1. A quiet cluster: what is there?")
+        demo.run("status", "--config", str(config), "--snapshot", str(quiet))
+
+        demo.say(
+            "2. Plan without writing: node ip-10-0-2-20 is nearly idle, so it is proposed for removal by name"
+        )
+        demo.run("plan", "--dry-run", "--config", str(config), "--snapshot", str(quiet))
+
+        demo.say("3. Plan for real: main gets the manifest, the scale-down becomes a proposal branch (a PR)")
+        demo.run("plan", "--config", str(config), "--snapshot", str(quiet))
+        echo(_git("log", "--oneline", "--all", cwd=remote).rstrip())
+
+        demo.say("4. Review: a person reads the proposal and merges it into main")
+        echo(_git("show", "--format=%b", "--stat", PROPOSAL, cwd=remote).strip())
+        clone = workdir / "reviewer"
+        _git("clone", "--quiet", str(remote), str(clone), cwd=workdir)
+        _git(
+            "-c",
+            "user.name=Demo Reviewer",
+            "-c",
+            "user.email=reviewer@example.com",
+            "merge",
+            "--quiet",
+            "--no-ff",
+            "-m",
+            "Merge scale-down proposal",
+            f"origin/{PROPOSAL}",
+            cwd=clone,
+        )
+        _git("push", "--quiet", "origin", "main", cwd=clone)
+        _git("push", "--quiet", "origin", "--delete", PROPOSAL, cwd=clone)
+
+        demo.say(
+            "5. Batch jobs arrive before apply ran: the approved removal is cancelled first, then groups grow"
+        )
+        demo.run("plan", "--config", str(config), "--snapshot", str(busy))
+
+        demo.say("6. The audit trail, from commit trailers")
+        demo.run("history", "--config", str(config))
+
+        demo.say(
+            "Next: `asg-reconciler apply` syncs main to AWS (SetDesiredCapacity for increases; cordon, drain "
+            "and terminate exactly the approved instances) - it arrives with the apply stage."
         )

@@ -96,10 +96,17 @@ def main_edits(plan: Plan, text: str | None, label: str) -> Edited | None:
         reasons.append(Reason("", f"new group(s) at their current size: {', '.join(added)}"))
     if not reasons:
         reasons.append(Reason("", "mirror of the ASGs' min/max sizes updated"))
+    summary = summarize(changes) if changes else _bookkeeping_summary(added)
     message = CapacityMessage(
-        cluster=plan.cluster, summary=summarize(changes), changes=tuple(changes), reasons=tuple(reasons)
+        cluster=plan.cluster, summary=summary, changes=tuple(changes), reasons=tuple(reasons)
     )
     return Edited(editor.render(), build_message(message), tuple(changes))
+
+
+def _bookkeeping_summary(added: list[str]) -> str:
+    if added:
+        return f"track {len(added)} new group(s) at their current size"
+    return "mirror ASG min/max sizes"
 
 
 @dataclass(frozen=True)

@@ -275,9 +275,8 @@ def _candidate(g: _Group, base: SimNode | None, now: datetime, max_step: int) ->
         blocked = (
             f"{g.name}: no node template ({group.template_error or 'no Ready node and no instance type'})"
         )
-    return Candidate(
-        g.name, g.inventory.template, base, max(0, min(group.max_size - capacity, max_step)), blocked
-    )
+    room = max(0, min(group.max_size - capacity, max_step))
+    return Candidate(g.name, g.inventory.template, base, room, size=capacity, blocked=blocked)
 
 
 def _totals(nodes: Iterable[Node], pool: NodePool, groups: Iterable[_Group]) -> tuple[int, int, int]:

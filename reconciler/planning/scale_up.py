@@ -19,6 +19,7 @@ from reconciler.planning.estimator import Estimate, estimate
 from reconciler.planning.expanders import build_chain
 from reconciler.planning.expanders.base import Option
 from reconciler.planning.placement import NodePool
+from reconciler.planning.predicates import PredicateContext, check
 from reconciler.planning.simnode import SimNode
 
 GIB = 2**30
@@ -32,6 +33,7 @@ class Candidate:
     template: NodeTemplate | None
     base: SimNode | None  # an empty new node of the group (DaemonSet pods on it), None: no template
     room: int  # nodes it may still add: max size and maxStep against its baseline
+    size: int = 0  # capacity before this plan's additions, for balancing similar groups
     blocked: str = ""
     added: int = 0
     memo: dict[ClassKey, str | None] = field(default_factory=dict)
@@ -133,14 +135,20 @@ def plan_scale_up(
         if best is None:
             break
         chosen = estimates[best.group]
-        candidate = by_name[best.group]
-        for node in chosen.nodes:
+        owners = (
+            balance(chosen.nodes, by_name[best.group], candidates, pool.ctx)
+            if config.scale_up.balance_similar_node_groups
+            else [by_name[best.group]] * len(chosen.nodes)
+        )
+        for node, owner in zip(chosen.nodes, owners, strict=True):
+            node.group = owner.name
+            owner.added += 1
             pool.add_node(node)
-        candidate.added += chosen.node_count
+            for pod in node.pods:
+                if not pod.is_daemonset:
+                    helped[pod.key] = owner.name
         limits.book(chosen.nodes[0], chosen.node_count)
         placed = {id(p) for p in chosen.placed}
-        for pod in chosen.placed:
-            helped[pod.key] = best.group
         remaining = [p for p in remaining if id(p) not in placed]
 
     pods_by_group: dict[str, int] = {}
@@ -184,3 +192,84 @@ def _why_not(
     shown = unique[:4]
     more = f"; and {len(unique) - len(shown)} more" if len(unique) > len(shown) else ""
     return "no node group can help: " + "; ".join(shown) + more
+
+
+# Labels that differ between otherwise identical groups (zone, machine, provider bookkeeping), as
+# cluster-autoscaler's AWS nodegroup-set comparator ignores them.
+IGNORED_LABELS = frozenset(
+    {
+        "kubernetes.io/hostname",
+        "topology.kubernetes.io/zone",
+        "failure-domain.beta.kubernetes.io/zone",
+        "topology.ebs.csi.aws.com/zone",
+        "topology.k8s.aws/zone-id",
+        "eks.amazonaws.com/nodegroup",
+        "alpha.eksctl.io/nodegroup-name",
+        "alpha.eksctl.io/instance-id",
+        "k8s.amazonaws.com/eniConfig",
+        "lifecycle",
+    }
+)
+MEMORY_TOLERANCE = 0.015  # as cluster-autoscaler: allocatable memory may differ by 1.5%
+
+
+def similar(a: NodeTemplate, b: NodeTemplate) -> bool:
+    """Same shape and scheduling surface, zones aside (`scaleUp.balanceSimilarNodeGroups`)."""
+    if a.taints != b.taints:
+        return False
+    if {k: v for k, v in a.labels.items() if k not in IGNORED_LABELS} != {
+        k: v for k, v in b.labels.items() if k not in IGNORED_LABELS
+    }:
+        return False
+    left, right = a.allocatable.values, b.allocatable.values
+    if {k: v for k, v in left.items() if k != MEMORY} != {k: v for k, v in right.items() if k != MEMORY}:
+        return False
+    larger = max(left.get(MEMORY, 0), right.get(MEMORY, 0)) or 1
+    return abs(left.get(MEMORY, 0) - right.get(MEMORY, 0)) / larger <= MEMORY_TOLERANCE
+
+
+def balance(
+    nodes: Sequence[SimNode], chosen: Candidate, candidates: Sequence[Candidate], ctx: PredicateContext
+) -> list[Candidate]:
+    """Which group each new node goes to: always the similar group that is smallest so far (ties by
+    name), as cluster-autoscaler balances; a node moves only if every pod on it passes the
+    predicates on that group's own template (zonal volumes and selectors stay safe)."""
+    assert chosen.template is not None
+    peers = [
+        c
+        for c in candidates
+        if c is chosen
+        or (
+            not c.blocked
+            and c.base is not None
+            and c.template is not None
+            and similar(c.template, chosen.template)
+        )
+    ]
+    planned = {c.name: 0 for c in peers}
+    owners: list[Candidate] = []
+    for node in nodes:
+        order = sorted(peers, key=lambda c: (c.size + c.added + planned[c.name], c.name))
+        owner = next(
+            (
+                c
+                for c in order
+                if c is chosen or (c.room - c.added - planned[c.name] > 0 and _holds(c, node, ctx))
+            ),
+            chosen,
+        )
+        planned[owner.name] += 1
+        owners.append(owner)
+    return owners
+
+
+def _holds(candidate: Candidate, node: SimNode, ctx: PredicateContext) -> bool:
+    assert candidate.base is not None
+    trial = candidate.base.copy(node.name)
+    for pod in node.pods:
+        if pod.is_daemonset:
+            continue
+        if check(pod, trial, ctx) is not None:
+            return False
+        trial.add(pod)
+    return True

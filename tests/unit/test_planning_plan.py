@@ -285,3 +285,30 @@ def test_every_expander_places_every_helpable_pod(expander: str) -> None:
         world.pending(f"job-{i}", cpu=900)
     plan = world.plan(config=make_config(expander=(expander,)))
     assert all(o.node_group is not None for o in plan.pending)
+
+
+def test_balance_similar_node_groups_splits_across_zones() -> None:
+    world = World()
+    for zone in ("a", "b", "c"):
+        world.group(f"general-{zone}", zones=(f"us-east-1{zone}",))
+    world.node("general-a", "n1").running("n1", "web", cpu=3900)
+    for i in range(6):
+        world.pending(f"job-{i}", cpu=3000)
+    plan = world.plan(scale_up={"balance_similar_node_groups": True})
+    # 6 new nodes on top of 1 existing, always to the smallest group: 3 + 2 + 2
+    assert {g.name: g.desired for g in plan.groups} == {"general-a": 3, "general-b": 2, "general-c": 2}
+    assert all(o.node_group is not None for o in plan.pending)
+    unbalanced = world.plan()
+    assert sorted(g.new_nodes for g in unbalanced.groups) == [0, 0, 6]
+
+
+def test_balancing_never_moves_a_pod_pinned_to_a_zone() -> None:
+    world = World()
+    for zone in ("a", "b"):
+        world.group(f"general-{zone}", zones=(f"us-east-1{zone}",))
+    pinned = Scheduling(node_selector=(("topology.kubernetes.io/zone", "us-east-1a"),))
+    for i in range(4):
+        world.pending(f"zonal-{i}", cpu=3000, scheduling=pinned)
+    plan = world.plan(scale_up={"balance_similar_node_groups": True})
+    assert plan.group("general-a").new_nodes == 4
+    assert plan.group("general-b").new_nodes == 0

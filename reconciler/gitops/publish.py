@@ -28,6 +28,11 @@ def proposal_branch(cluster: str) -> str:
     return f"asg-reconciler/{cluster}/scale-down"
 
 
+def review_branch(cluster: str) -> str:
+    """Where scale-ups wait for a person when `scaleUp.review` is on."""
+    return f"asg-reconciler/{cluster}/scale-up"
+
+
 @dataclass(frozen=True)
 class Published:
     main_commit: str | None = None
@@ -60,10 +65,14 @@ def publish(
         edited = main_edits(chosen, current, f"{branch}:{path}")
         return None if edited is None else Update(edited.text, edited.message)
 
-    main_commit = copy.update(branch, path, change)
-    plan = latest["plan"]
-    main_text = copy.read_file(path, branch)
     notes: list[str] = []
+    if config.scale_up.review:
+        main_commit = None
+        _publish_for_review(plan, planned_on, copy, forge, config, notes)
+    else:
+        main_commit = copy.update(branch, path, change)
+        plan = latest["plan"]
+    main_text = copy.read_file(path, branch)
     if main_commit:
         notes.append(f"committed {main_commit[:12]} to {branch}")
     proposal = _publish_proposal(plan, main_text, copy, forge, config, notes)
@@ -71,6 +80,40 @@ def publish(
     if state_commit:
         notes.append(f"state saved on asg-reconciler/{config.cluster}/state ({state_commit[:12]})")
     return Published(main_commit, proposal[0], proposal[1], proposal[2], state_commit, tuple(notes))
+
+
+def _publish_for_review(
+    plan: Plan, main_text: str | None, copy: WorkingCopy, forge: Forge, config: Config, notes: list[str]
+) -> None:
+    """`scaleUp.review`: what would be committed to main goes to its own branch and pull request,
+    rewritten while it is the bot's alone, closed when no longer needed."""
+    path, base = config.manifest_path, config.git.branch
+    branch = review_branch(config.cluster)
+    edited = main_edits(plan, main_text, f"{branch}:{path}")
+    head = copy.head(branch)
+    pr = forge.find_open(branch) if head else None
+    if edited is None:
+        if head is not None:
+            if pr is not None:
+                forge.close(pr, "asg-reconciler closed this pull request: main already has what it proposed.")
+            copy.delete_branch(branch, head)
+            notes.append(f"scale-up {branch} closed: no longer needed")
+        return
+    if head is not None and copy.read_file(path, branch) == edited.text:
+        return  # unchanged: no push, no edit
+    if head is not None and _locked_reason(copy, forge, pr, branch, base, head, config) is not None:
+        notes.append(f"scale-up {branch} kept as is: a person has reviewed or changed it")
+        return
+    sha = copy.commit(copy.head(base), {path: edited.text}, edited.message)
+    assert sha is not None
+    if head is None:
+        copy.force_push(sha, branch, expected=None)
+    else:
+        _lease_push(copy, sha, branch, head)
+    title = edited.message.splitlines()[0]
+    body = "Scale-up proposed by asg-reconciler (`scaleUp.review` is on).\n\n```\n" + edited.message + "```\n"
+    pr = open_or_update(forge, title=title, body=body, head=branch, base=base)
+    notes.append(f"scale-up {branch}: {pr.message or pr.url}")
 
 
 def _state(plan: Plan) -> State:

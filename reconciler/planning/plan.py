@@ -155,6 +155,7 @@ def make_plan(inputs: PlanInputs) -> Plan:
             forced={g.name: g.base.manual_decrease for g in groups if g.base.manual_decrease},
             baseline=capacity,
             approved=frozenset(i for g in groups for i in g.kept),
+            preferred=inputs.proposed,
         )
         removals, unremovable, unneeded_since = down.removals, down.unremovable, down.unneeded_since
 

@@ -203,8 +203,10 @@ class _Planner:
         foreign: ForeignAntiAffinity | None,
         exclusion_reasons: Mapping[str, str],
         onto_upcoming: bool,
+        preferred: frozenset[str] = frozenset(),
     ) -> None:
         self.inputs = inputs
+        self.preferred = preferred
         self.cfg = inputs.config.scale_down
         self.now = inputs.now
         self.pool = pool
@@ -253,9 +255,14 @@ class _Planner:
                 if is_forced:
                     extra.append(candidate)
             if is_forced:
-                forced[inv.name] = sorted(extra, key=lambda c: c.order)
-        regular.sort(key=lambda c: c.order)
+                forced[inv.name] = sorted(extra, key=self._trial_order)
+        regular.sort(key=self._trial_order)
         return regular, forced
+
+    def _trial_order(self, candidate: _Candidate) -> tuple[bool, tuple[int, float, str]]:
+        """Instances an open proposal already names go first: a proposal under review stays stable
+        instead of churning between equally good nodes."""
+        return candidate.instance_id not in self.preferred, candidate.order
 
     def _instances(self, inv: GroupInventory, rules: _GroupRules) -> list[_Candidate]:
         """Instances with no node past maxNodeProvisionTime: they serve nothing. Younger ones are still
@@ -664,6 +671,7 @@ def plan_scale_down(
     foreign: ForeignAntiAffinity | None = None,
     exclusion_reasons: Mapping[str, str] | None = None,
     onto_upcoming: bool = False,
+    preferred: frozenset[str] = frozenset(),
 ) -> ScaleDownResult:
     """Named removals per group, the reasons the other candidates stay, and the new unneeded times.
 
@@ -673,7 +681,8 @@ def plan_scale_down(
     timers (a desired lowered by hand); `baseline[g]` is the capacity counted against min size (default:
     the ASG's desired); `approved` instance ids are never candidates again. `foreign` may pass the
     plan's ForeignAntiAffinity (built from the running pods otherwise); `exclusion_reasons[g]` words
-    why an excluded group keeps its nodes; `onto_upcoming` lets pods move onto nodes not yet running.
+    why an excluded group keeps its nodes; `onto_upcoming` lets pods move onto nodes not yet running;
+    `preferred` instances (named by an open proposal) are tried first.
     With `scaleDown.enabled: false` nothing is proposed and nothing tracked.
     """
     if not inputs.config.scale_down.enabled:
@@ -688,5 +697,6 @@ def plan_scale_down(
         foreign,
         exclusion_reasons or {},
         onto_upcoming,
+        preferred,
     )
     return planner.run()

@@ -49,6 +49,7 @@ class PlanInputs:
     now: datetime
     committed: Mapping[str, CommittedGroup] = field(default_factory=dict)
     memory: PlannerMemory = PlannerMemory()
+    proposed: frozenset[str] = frozenset()  # instances an open scale-down proposal names
 
 
 @dataclass(frozen=True)

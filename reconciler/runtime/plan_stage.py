@@ -16,8 +16,8 @@ from reconciler.config import Config
 from reconciler.errors import UserError
 from reconciler.gitops.forge import make_forge
 from reconciler.gitops.manifest import Manifest, parse_manifest
-from reconciler.gitops.plan_edits import committed_groups
-from reconciler.gitops.publish import Published, publish
+from reconciler.gitops.plan_edits import committed_groups, listed_removals
+from reconciler.gitops.publish import Published, proposal_branch, publish
 from reconciler.gitops.repo import WorkingCopy
 from reconciler.gitops.state import load_state
 from reconciler.planning.plan import make_plan
@@ -49,6 +49,18 @@ def read_manifest(text: str | None, label: str) -> Manifest | None:
     return None if text is None else parse_manifest(text, label)
 
 
+def _proposed(copy: WorkingCopy, config: Config) -> frozenset[str]:
+    """Instances the open scale-down proposal names, so the planner keeps choosing them."""
+    branch = proposal_branch(config.cluster)
+    if copy.head(branch) is None:
+        return frozenset()
+    text = copy.read_file(config.manifest_path, branch)
+    try:
+        return frozenset(i for ids in listed_removals(text, branch).values() for i in ids)
+    except UserError:
+        return frozenset()  # a broken proposal only loses its preference; publishing reports it
+
+
 def plan_once(config: Config, snapshot: Path | None, now: datetime, *, dry_run: bool) -> PlanRun:
     if not config.git.url:
         if not dry_run:
@@ -74,6 +86,7 @@ def plan_once(config: Config, snapshot: Path | None, now: datetime, *, dry_run: 
         now=now,
         committed=committed_groups(manifest),
         memory=memory,
+        proposed=_proposed(copy, config),
     )
     plan = make_plan(inputs)
     if dry_run:

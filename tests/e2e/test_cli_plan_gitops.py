@@ -293,3 +293,43 @@ def test_validate_for_pull_request_ci(tmp_path: Path, capsys: pytest.CaptureFixt
     result = run(capsys, "validate", str(good), str(bad))
     assert result.code == 2
     assert "bad.yaml:3" in result.err
+
+
+def test_scale_up_review_mode_waits_in_a_pull_request(
+    aws: MotoAws, bare_remote: Path, tmp_path: Path, github: FakeGitHub, capsys: pytest.CaptureFixture[str]
+) -> None:
+    setup = Setup(aws, tmp_path, bare_remote, github)
+    setup.config.write_text(setup.config.read_text() + "scaleUp: {review: true}\n")
+    result = setup.plan(capsys, setup.cluster(busy_b=1500, pending=2))
+    assert result.code == 0, result.err
+    assert setup.head("main") is None  # nothing lands on main without review
+    review = "asg-reconciler/prod/scale-up"
+    assert parse_manifest(setup.show(review), review).group("general").desired == 4  # type: ignore[union-attr]
+    assert github.pull(1).head == review and github.pull(1).state == "open"
+    writes = len(github.writes())
+    assert setup.plan(capsys, setup.cluster(busy_b=1500, pending=2)).code == 0
+    assert len(github.writes()) == writes  # unchanged: no edit
+    assert setup.plan(capsys, setup.cluster(busy_b=1500)).code == 0  # the pods are gone
+    # only the bookkeeping is left to review (main has no manifest yet): the PR is rewritten in place
+    assert parse_manifest(setup.show(review), review).group("general").desired == 2  # type: ignore[union-attr]
+    assert github.pull(1).state == "open" and len(github.pulls) == 1
+
+
+def test_approved_proposal_only_shrinks(
+    aws: MotoAws, bare_remote: Path, tmp_path: Path, github: FakeGitHub, capsys: pytest.CaptureFixture[str]
+) -> None:
+    aws.launch_template("lt3", "t3.small")
+    setup = Setup(aws, tmp_path, bare_remote, github)
+    aws.autoscaling.update_auto_scaling_group(AutoScalingGroupName="general", MinSize=0)
+    assert setup.plan(capsys, setup.cluster()).code == 0  # proposes node b
+    head = setup.head(PROPOSAL)
+    assert head is not None
+    github.push(PROPOSAL, head)
+    github.review(1, "carol", "APPROVED")
+    # Node a empties too: the planner would now also remove it, but may not add to an approved set.
+    quiet = setup.cluster()
+    quiet[2]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "100m"
+    assert setup.plan(capsys, quiet).code == 0
+    assert setup.head(PROPOSAL) == head
+    (b_id, _) = setup.instances[1]
+    assert parse_manifest(setup.show(PROPOSAL), PROPOSAL).group("general").removal_ids == (b_id,)  # type: ignore[union-attr]

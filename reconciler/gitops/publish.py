@@ -18,7 +18,6 @@ from reconciler.gitops.forge import Forge, PullRequest, open_or_update
 from reconciler.gitops.manifest_edit import ManifestEditor
 from reconciler.gitops.plan_edits import listed_removals, main_edits, proposal_draft
 from reconciler.gitops.repo import PushRejected, Update, WorkingCopy
-from reconciler.gitops.state import Backoff as StateBackoff
 from reconciler.gitops.state import State, save_state
 from reconciler.gitops.trailers import CapacityMessage, Reason, build_message
 from reconciler.planning.types import Plan
@@ -119,7 +118,7 @@ def _publish_for_review(
 def _state(plan: Plan) -> State:
     return State(
         since=dict(plan.memory.unneeded_since),
-        backoffs={g: StateBackoff(b.until, b.count) for g, b in plan.memory.backoffs.items()},
+        backoffs=dict(plan.memory.backoffs),
     )
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from reconciler.errors import UserError
 from reconciler.gitops.repo import Update, WorkingCopy
+from reconciler.planning.types import Backoff  # the planner's own record, stored as is
 
 STATE_FILE = "state.json"
 FORMAT_VERSION = 1
@@ -24,12 +25,6 @@ FORMAT_VERSION = 1
 
 def state_branch(cluster: str) -> str:
     return f"asg-reconciler/{cluster}/state"
-
-
-@dataclass(frozen=True)
-class Backoff:
-    until: datetime
-    count: int
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from reconciler.gitops.publish import Published, proposal_branch, publish
 from reconciler.gitops.repo import WorkingCopy
 from reconciler.gitops.state import load_state
 from reconciler.planning.plan import make_plan
-from reconciler.planning.types import Backoff, Plan, PlanInputs, PlannerMemory
+from reconciler.planning.types import Plan, PlanInputs, PlannerMemory
 from reconciler.world import observe
 
 
@@ -78,7 +78,7 @@ def plan_once(config: Config, snapshot: Path | None, now: datetime, *, dry_run: 
     state = load_state(copy, config.cluster)
     memory = PlannerMemory(
         unneeded_since=dict(state.since),
-        backoffs={g: Backoff(b.until, b.count) for g, b in state.backoffs.items()},
+        backoffs=dict(state.backoffs),
     )
     inputs = PlanInputs(
         inventory=observe(config, snapshot, now),

@@ -142,7 +142,8 @@ def make_plan(inputs: PlanInputs) -> Plan:
             outcomes[pod.key] = PodOutcome(pod.key, None, up.not_helped[pod.key])
 
     # 6. scale-down
-    excluded = frozenset(g.name for g in groups if g.base.held or up.new_nodes.get(g.name) or g.upcoming)
+    exclusions = {g.name: why for g in groups if (why := _no_scale_down(g, up.new_nodes.get(g.name, 0)))}
+    excluded = frozenset(exclusions)
     capacity = {g.name: g.base.capacity + len(g.cancelled) + up.new_nodes.get(g.name, 0) for g in groups}
     removals: Mapping[str, tuple[Removal, ...]] = {}
     unremovable: tuple[UnremovableNode, ...] = ()
@@ -155,6 +156,7 @@ def make_plan(inputs: PlanInputs) -> Plan:
             forced={g.name: g.base.manual_decrease for g in groups if g.base.manual_decrease},
             baseline=capacity,
             approved=frozenset(i for g in groups for i in g.kept),
+            exclusion_reasons=exclusions,
             preferred=inputs.proposed,
         )
         removals, unremovable, unneeded_since = down.removals, down.unremovable, down.unneeded_since
@@ -180,6 +182,17 @@ def make_plan(inputs: PlanInputs) -> Plan:
         warnings=tuple(warnings),
         memory=memory,
     )
+
+
+def _no_scale_down(g: _Group, new_nodes: int) -> str:
+    """Why a group keeps its nodes in this plan, or "" when it may shrink."""
+    if g.base.held:
+        return "group is held in the manifest"
+    if new_nodes:
+        return "group scales up in this plan"
+    if g.upcoming:
+        return "group has capacity on the way (instances launching or an increase not yet applied)"
+    return ""
 
 
 def _existing_nodes(

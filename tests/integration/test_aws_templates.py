@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from reconciler.aws.clients import aws_clients
 from reconciler.aws.discovery import discover_node_groups
 from reconciler.aws.templates import LABEL_PREFIX, OPTIONS_PREFIX, RESOURCES_PREFIX, TAINT_PREFIX
 from reconciler.model import NodeGroup, Taint
 from reconciler.quantity import int_value, milli_value
+from tests.data import EKS_T3SMALL
 from tests.fixtures_aws import MotoAws
 
-FIXTURE = Path(__file__).parents[2].parent / "shared" / "fixtures" / "eks-t3small" / "nodes.json"
+FIXTURE = EKS_T3SMALL / "nodes.json"
 
 
 def discover(aws: MotoAws, *names: str) -> tuple[NodeGroup, ...]:

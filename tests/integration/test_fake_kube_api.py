@@ -16,11 +16,12 @@ import pytest
 import urllib3
 from kubernetes import client, config, watch
 
+from tests.data import EKS_T3SMALL
 from tests.fakes import k8s_objects as k
 from tests.fakes.kube_api import DROP, FakeKubeAPI, serve_in_subprocess
 from tests.fixtures_kube import make_api_client
 
-EKS_FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "eks-t3small"
+EKS_FIXTURES = EKS_T3SMALL
 
 
 @pytest.fixture
@@ -138,8 +139,6 @@ def test_every_factory_deserialises_through_the_client(
 def test_real_cluster_typed_list_items_load_with_explicit_kind(
     kube_api: FakeKubeAPI, v1: client.CoreV1Api
 ) -> None:
-    if not EKS_FIXTURES.exists():
-        pytest.skip("shared EKS fixtures not present")
     for kind, file in (("Node", "nodes.json"), ("Pod", "pods.json"), ("DaemonSet", "daemonsets.json")):
         items = json.loads((EKS_FIXTURES / file).read_text())["items"]
         assert kube_api.put_many(items, kind=kind) == len(items)

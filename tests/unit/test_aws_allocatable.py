@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -18,8 +17,9 @@ from reconciler.aws.allocatable import (
 )
 from reconciler.config import NodeTemplatesConfig
 from reconciler.quantity import int_value, milli_value
+from tests.data import EKS_T3SMALL
 
-FIXTURE = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "eks-t3small" / "nodes.json"
+FIXTURE = EKS_T3SMALL / "nodes.json"
 
 
 def real_t3small_allocatable() -> dict[str, str]:

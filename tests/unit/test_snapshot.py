@@ -10,8 +10,9 @@ from ruamel.yaml import YAML
 from reconciler.errors import UserError
 from reconciler.kube.snapshot import read_snapshot
 from reconciler.model import ClusterState
+from tests.data import EKS_T3SMALL
 
-FIXTURE = Path(__file__).parents[2].parent / "shared" / "fixtures" / "eks-t3small"
+FIXTURE = EKS_T3SMALL
 NOW = datetime(2026, 1, 2, 21, 0, tzinfo=UTC)
 
 

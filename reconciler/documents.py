@@ -6,6 +6,7 @@ Shared by the config loader, the manifest reader and `validate`: every problem b
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Iterator
@@ -54,6 +55,8 @@ def read_yaml(path: Path, label: str | None = None) -> Any:
         ) from None
     except OSError as exc:
         raise UserError(f"{label}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{label}: not a text file (expected UTF-8 YAML)") from None
     return parse_yaml(text, label)
 
 
@@ -108,9 +111,13 @@ def _message(error: jsonschema.ValidationError) -> str:
     validator_value: Any = error.validator_value
     if error.validator == "additionalProperties":
         instance: Any = error.instance
-        extra = sorted(set(instance) - set(schema.get("properties", {})))
-        known = ", ".join(sorted(schema.get("properties", {})))
-        return f"unknown key {', '.join(map(repr, extra))} (known keys here: {known})"
+        known_keys = sorted(schema.get("properties", {}))
+        extra = sorted(set(instance) - set(known_keys))
+        guesses = [m for key in extra for m in difflib.get_close_matches(key, known_keys, n=1)]
+        hint = (
+            f"did you mean {', '.join(guesses)}?" if guesses else f"known keys here: {', '.join(known_keys)}"
+        )
+        return f"unknown key {', '.join(map(repr, extra))} ({hint})"
     if error.validator == "required":
         return f"{error.message} (add it)"
     if hint == "duration":
@@ -145,9 +152,13 @@ def check(document: Any, schema_name: str, label: str) -> list[Problem]:
     problems = []
     for error in _best(validator.iter_errors(_plain(document))):
         path = list(error.absolute_path)
-        problems.append(
-            Problem(label, _line_of(document, path), ".".join(str(p) for p in path), _message(error))
-        )
+        line = _line_of(document, path)
+        if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+            # point at the unknown key itself, not at the mapping holding it
+            known = error.schema.get("properties", {}) if isinstance(error.schema, dict) else {}
+            extra = sorted(set(error.instance) - set(known))
+            line = _line_of(document, [*path, extra[0]]) if extra else line
+        problems.append(Problem(label, line, ".".join(str(p) for p in path), _message(error)))
     return problems
 
 

@@ -30,7 +30,7 @@ from gitdb import IStream  # type: ignore[import-untyped]
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential, wait_random
 
 from reconciler.config import GitConfig
-from reconciler.errors import OperationError
+from reconciler.errors import OperationError, UserError
 
 REMOTE = "origin"
 _MARKER = "asg-reconciler-workdir"
@@ -113,7 +113,9 @@ class WorkingCopy:
         cls, config: GitConfig, work_dir: Path, environ: Mapping[str, str] | None = None
     ) -> WorkingCopy:
         if not config.url:
-            raise OperationError("git.url is not set: nowhere to read or write the capacity manifest")
+            raise UserError(
+                "git.url: not set, so there is no capacity repository to read (set git.url in the config)"
+            )
         return cls(
             config.url,
             Path(config.work_dir) if config.work_dir else work_dir,

@@ -50,6 +50,9 @@ def validate_files(paths: Sequence[Path], previous: PreviousText | None = None) 
         except OSError as exc:
             errors.append(Problem(label, None, "", f"cannot read: {exc.strerror}"))
             continue
+        except UnicodeDecodeError:
+            errors.append(Problem(label, None, "", "not a text file (expected UTF-8 YAML)"))
+            continue
         except UserError as exc:
             errors.append(problem_from_error(exc, label))
             continue

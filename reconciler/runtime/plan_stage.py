@@ -39,6 +39,10 @@ def default_work_dir(config: Config) -> Path:
 
 
 def working_copy(config: Config) -> WorkingCopy:
+    if not config.git.url:
+        raise UserError(
+            f"{config.source or 'config'}: git.url: not set (point it at the capacity repository)"
+        )
     copy = WorkingCopy.from_config(config.git, default_work_dir(config))
     copy.sync()
     return copy

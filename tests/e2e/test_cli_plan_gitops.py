@@ -333,3 +333,13 @@ def test_approved_proposal_only_shrinks(
     assert setup.head(PROPOSAL) == head
     (b_id, _) = setup.instances[1]
     assert parse_manifest(setup.show(PROPOSAL), PROPOSAL).group("general").removal_ids == (b_id,)  # type: ignore[union-attr]
+
+
+def test_history_without_a_repository_is_bad_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("cluster: prod\n")
+    result = run(capsys, "history", "--config", str(config))
+    assert result.code == 2
+    assert "c.yaml: git.url" in result.err

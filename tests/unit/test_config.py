@@ -112,3 +112,17 @@ def test_custom_reservations(tmp_path: Path) -> None:
 
 def test_review_approvals_need_a_forge(tmp_path: Path) -> None:
     assert "forge.type github" in error_of(tmp_path, "cluster: c\napproval: {mode: github-reviews}\n")
+
+
+def test_unknown_key_points_at_its_own_line_with_a_guess(tmp_path: Path) -> None:
+    message = error_of(tmp_path, "cluster: c\nscaleDown:\n  enabled: true\n  utilisationThreshold: 0.5\n")
+    assert message.endswith(
+        "asg-reconciler.yaml:4: scaleDown: unknown key 'utilisationThreshold' (did you mean utilizationThreshold?)"
+    )
+
+
+def test_binary_config_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "asg-reconciler.yaml"
+    path.write_bytes(b"\xff\xfe\x00")
+    with pytest.raises(UserError, match="not a text file"):
+        load_config(path)

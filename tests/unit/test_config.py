@@ -116,9 +116,8 @@ def test_review_approvals_need_a_forge(tmp_path: Path) -> None:
 
 def test_unknown_key_points_at_its_own_line_with_a_guess(tmp_path: Path) -> None:
     message = error_of(tmp_path, "cluster: c\nscaleDown:\n  enabled: true\n  utilisationThreshold: 0.5\n")
-    assert message.endswith(
-        "asg-reconciler.yaml:4: scaleDown: unknown key 'utilisationThreshold' (did you mean utilizationThreshold?)"
-    )
+    expected = "unknown key 'utilisationThreshold' (did you mean utilizationThreshold?)"
+    assert message.endswith(f"asg-reconciler.yaml:4: scaleDown: {expected}")
 
 
 def test_binary_config_is_one_line(tmp_path: Path) -> None:

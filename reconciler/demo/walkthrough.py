@@ -95,10 +95,12 @@ def run_demo(echo: Echo) -> None:
 
         demo.say("3. Plan for real: main gets the manifest, the scale-down becomes a proposal branch (a PR)")
         demo.run("plan", "--config", str(config), "--snapshot", str(quiet))
+        echo("\n$ git log --oneline --all")
         echo(_git("log", "--oneline", "--all", cwd=remote).rstrip())
 
         demo.say("4. Review: a person reads the proposal and merges it into main")
-        echo(_git("show", "--format=%b", "--stat", PROPOSAL, cwd=remote).strip())
+        echo(f"\n$ git show {PROPOSAL}")
+        echo(_git("show", "--format=%B", PROPOSAL, cwd=remote).strip())
         clone = workdir / "reviewer"
         _git("clone", "--quiet", str(remote), str(clone), cwd=workdir)
         _git(
@@ -116,13 +118,17 @@ def run_demo(echo: Echo) -> None:
         )
         _git("push", "--quiet", "origin", "main", cwd=clone)
         _git("push", "--quiet", "origin", "--delete", PROPOSAL, cwd=clone)
+        echo(f"\n$ git merge --no-ff origin/{PROPOSAL} && git push origin main   # as Demo Reviewer")
 
         demo.say(
             "5. Batch jobs arrive before apply ran: the approved removal is cancelled first, then groups grow"
         )
         demo.run("plan", "--config", str(config), "--snapshot", str(busy))
 
-        demo.say("6. The audit trail, from commit trailers")
+        demo.say(
+            "6. The audit trail, from commit trailers (sizes there are the manifest's targets: 1 -> 3 is\n"
+            "#    the approved 2 -> 1 given back plus one new node; the plan table counts from AWS's 2)"
+        )
         demo.run("history", "--config", str(config))
 
         demo.say(

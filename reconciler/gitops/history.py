@@ -428,6 +428,8 @@ def render_history(entries: Sequence[Entry], fmt: str = "table") -> str:
         return output.to_csv(rows, COLUMNS)
     if fmt != "table":
         raise UserError(f"--output {fmt!r}: use one of {', '.join(output.FORMATS)}")
+    if not rows:
+        return "no capacity commits yet (or none match the filters)\n"
     cells = [
         (
             row["time"].replace("T", " ").removesuffix("Z"),

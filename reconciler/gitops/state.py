@@ -90,7 +90,7 @@ def save_state(copy: WorkingCopy, cluster: str, state: State) -> str | None:
 
 def state_message(cluster: str, state: State) -> str:
     return (
-        f"state({cluster}): {len(state.since)} unneeded nodes, {len(state.backoffs)} group backoffs\n\n"
+        f"state({cluster}): unneeded nodes {len(state.since)}, group backoffs {len(state.backoffs)}\n\n"
         "Written by asg-reconciler so one-shot runs remember timers; not a capacity change.\n"
     )
 

@@ -170,6 +170,10 @@ def make_plan(inputs: PlanInputs) -> Plan:
         backoffs=backoffs,
         last_scale_up=dict(inputs.memory.last_scale_up),
     )
+    if not inventory.groups:
+        warnings.append(
+            "no node groups found: check nodeGroups in the config (discovery tags, explicit names)"
+        )
     if inventory.state.autoscaler is not None:
         warnings.append(
             f"cluster-autoscaler is live ({inventory.state.autoscaler.source}): apply will refuse"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.config import GitConfig
-from reconciler.errors import OperationError
+from reconciler.errors import OperationError, UserError
 from reconciler.gitops.repo import Identity, PushRejected, Update, WorkingCopy, redact
 from tests.fixtures_git import ALICE, BOT, MANIFEST_PATH, SEED_MANIFEST, GitServer, git, init_bare, show
 
@@ -223,5 +223,5 @@ def test_credentials_in_urls_are_redacted(tmp_path: Path) -> None:
     with pytest.raises(OperationError) as info:
         copy.sync()
     assert "pa55" not in str(info.value)
-    with pytest.raises(OperationError, match="git.url is not set"):
+    with pytest.raises(UserError, match="git.url: not set"):
         WorkingCopy.from_config(GitConfig(), tmp_path)

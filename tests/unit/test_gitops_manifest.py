@@ -70,7 +70,7 @@ def test_the_example_manifest_is_valid() -> None:
     ("replace", "by", "line", "path", "words"),
     [
         ("desired: 5", "desired: five", 9, "nodeGroups.asg-a.desired", "whole number"),
-        ("desired: 5", "desried: 5", 4, "nodeGroups.asg-a", "desired"),
+        ("desired: 5", "desried: 5", 9, "nodeGroups.asg-a", "did you mean desired?"),
         ("hold: false", "hold: yes", 8, "nodeGroups.asg-a.hold", "true or false"),
         ("i-0123456789abcdef0", "node-1", 6, "nodeGroups.asg-a.removeInstances.0", "instance id"),
         ("desired: 0", "desired: -1", 13, "nodeGroups.asg-b.desired", "at least 0"),

@@ -37,7 +37,7 @@ class Published:
     main_commit: str | None = None
     proposal_commit: str | None = None
     proposal: PullRequest | None = None
-    proposal_action: str = "none"  # none | opened | updated | unchanged | shrunk | closed | kept
+    proposal_action: str = "none"  # none | opened | updated | unchanged | shrunk | closed | kept | conflict
     state_commit: str | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
 
@@ -144,9 +144,14 @@ def _publish_proposal(
 
     current = _proposed(existing_text, main_text, label)
     wanted = draft.removals if draft is not None else {}
-    if current == wanted:
+    main_head = copy.head(base)
+    mergeable = main_head is None or copy.merges_cleanly(main_head, head)
+    if current == wanted and mergeable:
         return head, pr, "unchanged"  # low noise: no push, no PR edit
     locked = _locked_reason(copy, forge, pr, branch, base, head, config)
+    if current == wanted and locked is not None:
+        notes.append(f"proposal {branch} conflicts with {base} and {locked}: a person must resolve it")
+        return head, pr, "conflict"
     if not wanted:
         return None, _close(copy, forge, pr, branch, head, plan, notes), "closed"
     if locked is None:

@@ -258,6 +258,15 @@ class WorkingCopy:
 
     # ---------------------------------------------------------------------------------- reading log
 
+    def merges_cleanly(self, ours: str, theirs: str) -> bool:
+        """Whether `theirs` merges into `ours` without conflicts (git merge-tree, no work tree)."""
+        with self._locked():
+            try:
+                self._git("merge-tree", "--write-tree", "--no-messages", ours, theirs)
+            except OperationError:
+                return False
+            return True
+
     def commits_not_by(self, branch: str, base: str, email: str) -> list[CommitInfo]:
         """Commits on `branch` but not on `base` that `email` did not both author and commit."""
         with self._locked():

@@ -343,3 +343,27 @@ def test_history_without_a_repository_is_bad_input(
     result = run(capsys, "history", "--config", str(config))
     assert result.code == 2
     assert "c.yaml: git.url" in result.err
+
+
+def test_proposal_that_stops_merging_is_rebuilt_or_reported(
+    aws: MotoAws, bare_remote: Path, tmp_path: Path, github: FakeGitHub, capsys: pytest.CaptureFixture[str]
+) -> None:
+    setup = Setup(aws, tmp_path, bare_remote, github)
+    assert setup.plan(capsys, setup.cluster()).code == 0
+    first = setup.head(PROPOSAL)
+    # A person edits the line next to the proposal's change on main: the proposal no longer merges.
+    edited = setup.show("main").replace("hold: false", "hold: false  # reviewed by Bob", 1)
+    BOB.commit(bare_remote, "main", {MAIN_PATH: edited}, "note")
+    assert setup.plan(capsys, setup.cluster()).code == 0
+    rebuilt = setup.head(PROPOSAL)
+    assert rebuilt != first
+    git("merge-tree", "--write-tree", "main", PROPOSAL, cwd=bare_remote)  # merges cleanly again
+    # Once a person has committed to the proposal, a new conflict is reported, not guessed at.
+    BOB.commit(bare_remote, PROPOSAL, {MAIN_PATH: setup.show(PROPOSAL) + "# ok\n"}, "reviewed")
+    locked = setup.head(PROPOSAL)
+    edited = setup.show("main").replace("# reviewed by Bob", "# reviewed by Bob twice", 1)
+    BOB.commit(bare_remote, "main", {MAIN_PATH: edited}, "note again")
+    result = setup.plan(capsys, setup.cluster())
+    assert result.code == 0, result.err
+    assert setup.head(PROPOSAL) == locked
+    assert "a person must resolve it" in result.out + result.err

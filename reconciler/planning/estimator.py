@@ -30,13 +30,18 @@ class Estimate:
     node_count: int
     placed: tuple[Pod, ...]
     placements: tuple[tuple[Pod, str], ...]
-    unfit: tuple[tuple[Pod, str], ...]
+    refused: tuple[tuple[EquivalenceClass, str], ...]  # classes that fit no node of this shape
     capped: tuple[Pod, ...]
     nodes: tuple[SimNode, ...]
 
     @property
     def helped(self) -> bool:
         return self.node_count > 0
+
+    @property
+    def unfit(self) -> tuple[tuple[Pod, str], ...]:
+        """`refused` pod by pod; callers planning many rounds keep to `refused` (one entry a class)."""
+        return tuple((pod, reason) for cls, reason in self.refused for pod in cls.pods)
 
 
 def size_key(pod: Pod, node: SimNode) -> int:
@@ -66,7 +71,7 @@ def estimate(
     estimates skip the predicates.
     """
     prefix = name_prefix or f"new-{base.group or base.name}"
-    unfit: list[tuple[Pod, str]] = []
+    refused: list[tuple[EquivalenceClass, str]] = []
     sizes: dict[int, int] = {}
     for c_index, cls in enumerate(classes):
         if fit_memo is None:
@@ -78,7 +83,7 @@ def estimate(
         if reason is None:
             sizes[c_index] = size_key(cls.representative, base)  # same requests across the class
         else:
-            unfit.extend((pod, reason) for pod in cls.pods)
+            refused.append((cls, reason))
     # Largest first; equal sizes keep class order and, within a class, pod order. A class is one
     # contiguous run of that order, so it is packed run by run.
     order = sorted(sizes, key=lambda c: (-sizes[c], c))
@@ -151,7 +156,7 @@ def estimate(
         node_count=len(nodes),
         placed=tuple(pod for pod, _ in placements),
         placements=tuple(placements),
-        unfit=tuple(unfit),
+        refused=tuple(refused),
         capped=tuple(capped),
         nodes=tuple(nodes),
     )

@@ -95,7 +95,8 @@ def make_plan(inputs: PlanInputs) -> Plan:
 
     # 3. pending pods onto existing and upcoming capacity (approved removals' nodes left aside)
     outcomes: dict[str, PodOutcome] = {}
-    pending = _pending_pods(inputs, outcomes)
+    foreign = ForeignAntiAffinity(p for p in inventory.state.pods if p.node_name)
+    pending = _pending_pods(inputs, outcomes, foreign)
     approved_nodes = _approved_nodes(groups)
     placement = pool.place(pending, exclude=set(approved_nodes) | not_ready)
     for pod, node in placement.placed:
@@ -157,6 +158,7 @@ def make_plan(inputs: PlanInputs) -> Plan:
             baseline=capacity,
             approved=frozenset(i for g in groups for i in g.kept),
             exclusion_reasons=exclusions,
+            foreign=foreign,
             preferred=inputs.proposed,
         )
         removals, unremovable, unneeded_since = down.removals, down.unremovable, down.unneeded_since
@@ -224,11 +226,11 @@ def _backoff(g: _Group, previous: Backoff | None, now: datetime, config: Config)
     return Backoff(now + min(initial * 2 ** (count - 1), longest), count)
 
 
-def _pending_pods(inputs: PlanInputs, outcomes: dict[str, PodOutcome]) -> list[Pod]:
+def _pending_pods(
+    inputs: PlanInputs, outcomes: dict[str, PodOutcome], foreign: ForeignAntiAffinity
+) -> list[Pod]:
     """The pods scale-up is for, highest priority and oldest first; the rest get their outcome now."""
     config, now = inputs.config, inputs.now
-    state = inputs.inventory.state
-    foreign = ForeignAntiAffinity(p for p in state.pods if p.node_name)
     pending: list[Pod] = []
     for pod in inputs.inventory.pending:
         if pod.is_daemonset:

@@ -99,7 +99,7 @@ def plan_scale_up(
     by_name = {c.name: c for c in candidates}
     remaining = list(pods)
     helped: dict[str, str] = {}
-    refusals: dict[str, dict[str, str]] = {}  # pod key -> group -> why not there
+    refusals: dict[ClassKey, dict[str, str]] = {}  # pod class -> group -> why not there
     limit_hit: dict[str, str] = {}  # group -> the limit that stopped it
     round_number = 0
     while remaining:
@@ -126,8 +126,8 @@ def plan_scale_up(
                 name_prefix=f"{candidate.name}-new{round_number}",
                 fit_memo=candidate.memo,
             )
-            for pod, reason in result.unfit:
-                refusals.setdefault(pod.key, {})[candidate.name] = reason
+            for cls, reason in result.refused:
+                refusals.setdefault(cls.key, {})[candidate.name] = reason
             if result.helped:
                 estimates[candidate.name] = result
                 options.append(Option(candidate.name, result.node_count, result.placed, candidate.template))
@@ -154,8 +154,9 @@ def plan_scale_up(
     pods_by_group: dict[str, int] = {}
     for group in helped.values():
         pods_by_group[group] = pods_by_group.get(group, 0) + 1
+    classify = pool.classifier.key
     not_helped = {
-        pod.key: _why_not(pod, candidates, refusals.get(pod.key, {}), limit_hit) for pod in remaining
+        pod.key: _why_not(pod, candidates, refusals.get(classify(pod), {}), limit_hit) for pod in remaining
     }
     return ScaleUpResult(
         new_nodes={c.name: c.added for c in candidates if c.added},

@@ -34,6 +34,7 @@ def review_branch(cluster: str) -> str:
 
 @dataclass(frozen=True)
 class Published:
+    plan: Plan  # what was written: the plan re-made on main when main moved under us
     main_commit: str | None = None
     proposal_commit: str | None = None
     proposal: PullRequest | None = None
@@ -78,7 +79,7 @@ def publish(
     state_commit = save_state(copy, config.cluster, _state(plan))
     if state_commit:
         notes.append(f"state saved on asg-reconciler/{config.cluster}/state ({state_commit[:12]})")
-    return Published(main_commit, proposal[0], proposal[1], proposal[2], state_commit, tuple(notes))
+    return Published(plan, main_commit, proposal[0], proposal[1], proposal[2], state_commit, tuple(notes))
 
 
 def _publish_for_review(

@@ -100,4 +100,5 @@ def plan_once(config: Config, snapshot: Path | None, now: datetime, *, dry_run: 
         return make_plan(replace(inputs, committed=committed_groups(read_manifest(current, label))))
 
     forge = make_forge(config.forge, git_url=config.git.url)
-    return PlanRun(plan, publish(plan, text, replan, copy, forge, config))
+    published = publish(plan, text, replan, copy, forge, config)
+    return PlanRun(published.plan, published)

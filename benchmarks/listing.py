@@ -83,6 +83,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--pods", type=int, default=150_000)
     parser.add_argument("--nodes", type=int, default=5_000)
+    parser.add_argument("--no-kubectl", action="store_true", help="skip the kubectl comparison (minutes)")
     parser.add_argument("--measure", metavar="URL", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.measure:
@@ -105,7 +106,7 @@ def main() -> int:
             )
             figures = json.loads(result.stdout.strip().splitlines()[-1])
             ours = figures["seconds"]
-            theirs = kubectl_seconds(url, workdir)
+            theirs = None if args.no_kubectl else kubectl_seconds(url, workdir)
     rate = figures["pods"] / ours
     rss = figures["rss"]
     print(

@@ -48,6 +48,8 @@ T = TypeVar("T")
 
 ZONE_KEYS = (ZONE_LABEL, LEGACY_ZONE_LABEL, "topology.ebs.csi.aws.com/zone")
 _KEPT_POD_ANNOTATION_PREFIXES = ("cluster-autoscaler.kubernetes.io/", MIRROR_POD)
+_KEPT_ANNOTATION_MARKERS = tuple(prefix.encode() for prefix in _KEPT_POD_ANNOTATION_PREFIXES)
+_MISSING = object()
 # Resources that are bookkeeping, not something a pod can request from the scheduler's view.
 _IGNORED_RESOURCES = frozenset({"hugepages-1Gi", "hugepages-2Mi", "attachable-volumes-aws-ebs"})
 
@@ -210,8 +212,7 @@ def scheduling_from(spec: Raw) -> Scheduling:
     )
 
 
-def _volumes(spec: Raw, pod_name: str) -> Volumes:
-    raw = spec.get("volumes")
+def _volumes(raw: Iterable[Raw] | None, pod_name: str) -> Volumes:
     if not raw:
         return NO_VOLUMES
     local: list[str] = []
@@ -241,24 +242,30 @@ def _part(value: Any) -> bytes:
     return repr(value).encode()
 
 
-def _requests_key(spec: Raw) -> bytes:
-    """Everything pod_requests reads, and nothing else (env, probes, images are irrelevant)."""
-    parts = [_part(c.get("resources")) for c in spec.get("containers") or ()]
-    parts.extend(
-        _part(c.get("resources")) + b"/" + str(c.get("restartPolicy")).encode()
-        for c in spec.get("initContainers") or ()
-    )
-    parts.append(_part(spec.get("overhead")))
-    return b"|".join(parts)
+_SPEC_KEYS = (
+    "containers",
+    "initContainers",
+    "overhead",
+    "nodeSelector",
+    "affinity",
+    "tolerations",
+    "topologySpreadConstraints",
+)
 
 
-def _scheduling_key(spec: Raw) -> bytes:
-    parts = [_part(spec.get(key)) for key in _SCHEDULING_KEYS]
-    parts.extend(_part(c.get("ports")) for c in spec.get("containers") or ())
-    return b"|".join(parts)
+def _spec_key(spec: Raw) -> bytes:
+    """Everything `pod_requests` and `scheduling_from` read (whole containers: they are identical
+    across a controller's pods, and hashing their bytes is cheaper than picking them apart)."""
+    return b"|".join([_part(spec.get(key)) for key in _SPEC_KEYS])
 
 
-_SCHEDULING_KEYS = ("nodeSelector", "affinity", "tolerations", "topologySpreadConstraints")
+def _controller(refs: Iterable[Raw] | None) -> OwnerRef | None:
+    """The controlling owner reference, else the first."""
+    refs = list(refs or ())
+    if not refs:
+        return None
+    chosen = next((r for r in refs if r.get("controller")), refs[0])
+    return OwnerRef(chosen.get("kind", ""), chosen.get("name", ""), bool(chosen.get("controller")))
 
 
 def _decoded(value: Any) -> Any:
@@ -279,9 +286,10 @@ class ObjectReader:
 
     def __init__(self) -> None:
         self.interner = Interner()
-        self._requests: dict[bytes, Resources] = {}
-        self._scheduling: dict[bytes, Scheduling] = {}
-        self._owners: dict[tuple[str, str, bool], OwnerRef] = {}
+        self._specs: dict[bytes, tuple[Resources, Scheduling]] = {}
+        self._by_bytes: dict[bytes, Mapping[str, str]] = {}
+        self._owners: dict[bytes, OwnerRef | None] = {}
+        self._volume_sets: dict[bytes, Volumes] = {}
 
     def pod(self, raw: Raw) -> Pod:
         metadata = raw.get("metadata") or {}
@@ -289,59 +297,88 @@ class ObjectReader:
         status = raw.get("status") or {}
         namespace = metadata.get("namespace", "")
         name = metadata.get("name", "")
-        interner = self.interner
-        annotations = metadata.get("annotations")
-        if annotations:
-            annotations = {
-                k: v for k, v in annotations.items() if k.startswith(_KEPT_POD_ANNOTATION_PREFIXES)
-            }
+        node_name = spec.get("nodeName") or ""
+        # One cache lookup for everything the spec decides (requests and scheduling), keyed on the
+        # spec's bytes: this runs 150k times per listing.
+        key = _spec_key(spec)
+        shared = self._specs.get(key)
+        if shared is None:
+            plain = plain_spec(spec)
+            shared = self._specs[key] = (
+                pod_requests(plain, f"pod {namespace}/{name}"),
+                scheduling_from(plain),
+            )
+        requests, scheduling = shared
         scheduled_status = scheduled_reason = ""
         scheduled_since = None
-        for condition in status.get("conditions") or ():
-            if condition.get("type") == "PodScheduled":
-                scheduled_status = condition.get("status", "")
-                scheduled_reason = condition.get("reason", "")
-                scheduled_since = parse_time(condition.get("lastTransitionTime"))
-                break
-        # Inline cache lookups: this runs 150k times per listing.
-        key = _requests_key(spec)
-        requests = self._requests.get(key)
-        if requests is None:
-            requests = self._requests[key] = pod_requests(plain_spec(spec), f"pod {namespace}/{name}")
-        key = _scheduling_key(spec)
-        scheduling = self._scheduling.get(key)
-        if scheduling is None:
-            scheduling = self._scheduling[key] = scheduling_from(plain_spec(spec))
+        if not node_name:  # only an unbound pod's PodScheduled condition matters
+            for condition in _decoded(status.get("conditions")) or ():
+                if condition.get("type") == "PodScheduled":
+                    scheduled_status = condition.get("status", "")
+                    scheduled_reason = condition.get("reason", "")
+                    scheduled_since = parse_time(condition.get("lastTransitionTime"))
+                    break
         return Pod(
             namespace=namespace,
             name=name,
             uid=metadata.get("uid", ""),
             requests=requests,
-            node_name=spec.get("nodeName") or "",
+            node_name=node_name,
             phase=status.get("phase") or "Pending",
             created=parse_time(metadata.get("creationTimestamp")),
-            labels=interner.mapping(metadata.get("labels")),
-            annotations=interner.mapping(annotations),
+            labels=self._labels(metadata.get("labels")),
+            annotations=self._annotations(metadata.get("annotations")),
             owner=self._owner(metadata.get("ownerReferences")),
             priority=int(spec.get("priority") or 0),
             scheduling=scheduling,
-            volumes=_volumes(spec, name),
+            volumes=self._volumes(spec.get("volumes"), name),
             scheduled_status=scheduled_status,
             scheduled_reason=scheduled_reason,
             scheduled_since=scheduled_since,
         )
 
-    def _owner(self, refs: list[Raw] | None) -> OwnerRef | None:
+    def _labels(self, value: Any) -> Mapping[str, str]:
+        if not isinstance(value, msgspec.Raw):
+            return self.interner.mapping(value)
+        key = bytes(value)
+        found = self._by_bytes.get(key)
+        if found is None:
+            found = self._by_bytes[key] = self.interner.mapping(msgspec.json.decode(value))
+        return found
+
+    def _annotations(self, value: Any) -> Mapping[str, str]:
+        """Only the annotations the planner reads; most pods carry none of them, which a byte search
+        tells without decoding."""
+        if isinstance(value, msgspec.Raw):
+            data = bytes(value)
+            if not any(marker in data for marker in _KEPT_ANNOTATION_MARKERS):
+                return _EMPTY
+            value = msgspec.json.decode(data)
+        if not value:
+            return _EMPTY
+        return self.interner.mapping(
+            {k: v for k, v in value.items() if k.startswith(_KEPT_POD_ANNOTATION_PREFIXES)}
+        )
+
+    def _owner(self, refs: Any) -> OwnerRef | None:
         if not refs:
             return None
-        chosen = refs[0]
-        if len(refs) > 1:
-            chosen = next((r for r in refs if r.get("controller")), chosen)
-        key = (chosen.get("kind", ""), chosen.get("name", ""), bool(chosen.get("controller")))
-        owner = self._owners.get(key)
-        if owner is None:
-            owner = self._owners[key] = OwnerRef(*key)
-        return owner
+        key = bytes(refs) if isinstance(refs, msgspec.Raw) else repr(refs).encode()
+        found = self._owners.get(key, _MISSING)
+        if found is _MISSING:
+            found = self._owners[key] = _controller(_decoded(refs))
+        return found  # type: ignore[return-value]
+
+    def _volumes(self, value: Any, pod_name: str) -> Volumes:
+        if not value:
+            return NO_VOLUMES
+        key = bytes(value) if isinstance(value, msgspec.Raw) else repr(value).encode()
+        if b"ephemeral" in key:  # claim names derive from the pod's name: not shareable
+            return _volumes(_decoded(value), pod_name)
+        found = self._volume_sets.get(key)
+        if found is None:
+            found = self._volume_sets[key] = _volumes(_decoded(value), pod_name)
+        return found
 
     def node(self, raw: Raw) -> Node:
         metadata = raw.get("metadata") or {}

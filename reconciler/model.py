@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from types import MappingProxyType
+from typing import NamedTuple
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -29,6 +31,8 @@ SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 SAFE_TO_EVICT_LOCAL_VOLUMES = "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"
 SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 MIRROR_POD = "kubernetes.io/config.mirror"
+
+EMPTY_MAPPING: Mapping[str, str] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,8 +192,10 @@ class OwnerRef:
     controller: bool = True
 
 
-@dataclass(frozen=True, slots=True)
-class Pod:
+class Pod(NamedTuple):
+    """A pod. An immutable NamedTuple rather than a frozen dataclass: listing builds 150k of them and
+    a NamedTuple is built ~5x faster; use `pod._replace(...)` where a dataclass would use replace()."""
+
     namespace: str
     name: str
     uid: str
@@ -197,8 +203,8 @@ class Pod:
     node_name: str
     phase: str
     created: datetime | None
-    labels: Mapping[str, str] = field(default_factory=dict)
-    annotations: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = EMPTY_MAPPING
+    annotations: Mapping[str, str] = EMPTY_MAPPING
     owner: OwnerRef | None = None
     priority: int = 0
     scheduling: Scheduling = NO_SCHEDULING

@@ -8,6 +8,7 @@ kept (a pod's `last-applied-configuration` alone can be kilobytes).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any, TypeVar
@@ -48,7 +49,7 @@ T = TypeVar("T")
 
 ZONE_KEYS = (ZONE_LABEL, LEGACY_ZONE_LABEL, "topology.ebs.csi.aws.com/zone")
 _KEPT_POD_ANNOTATION_PREFIXES = ("cluster-autoscaler.kubernetes.io/", MIRROR_POD)
-_KEPT_ANNOTATION_MARKERS = tuple(prefix.encode() for prefix in _KEPT_POD_ANNOTATION_PREFIXES)
+_KEPT_ANNOTATIONS = re.compile(b"|".join(re.escape(p.encode()) for p in _KEPT_POD_ANNOTATION_PREFIXES))
 _MISSING = object()
 # Resources that are bookkeeping, not something a pod can request from the scheduler's view.
 _IGNORED_RESOURCES = frozenset({"hugepages-1Gi", "hugepages-2Mi", "attachable-volumes-aws-ebs"})
@@ -256,7 +257,13 @@ _SPEC_KEYS = (
 def _spec_key(spec: Raw) -> bytes:
     """Everything `pod_requests` and `scheduling_from` read (whole containers: they are identical
     across a controller's pods, and hashing their bytes is cheaper than picking them apart)."""
-    return b"|".join([_part(spec.get(key)) for key in _SPEC_KEYS])
+    parts = []
+    for key in _SPEC_KEYS:
+        value = spec.get(key)
+        if value is not None:
+            parts.append(key.encode())
+            parts.append(bytes(value) if type(value) is msgspec.Raw else repr(value).encode())
+    return b"|".join(parts)
 
 
 def _controller(refs: Iterable[Raw] | None) -> OwnerRef | None:
@@ -351,7 +358,7 @@ class ObjectReader:
         tells without decoding."""
         if isinstance(value, msgspec.Raw):
             data = bytes(value)
-            if not any(marker in data for marker in _KEPT_ANNOTATION_MARKERS):
+            if _KEPT_ANNOTATIONS.search(data) is None:
                 return _EMPTY
             value = msgspec.json.decode(data)
         if not value:

@@ -6,8 +6,9 @@ on remaining nodes, no group below min, same input same output)."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import replace as dataclass_replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -44,6 +45,11 @@ from tests.unit.planning_factories import node, pod, selector, template
 
 NOW = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 LONG_AGO = NOW - timedelta(hours=2)
+
+
+def replace(obj: Any, **changes: Any) -> Any:
+    """dataclasses.replace for the model's dataclasses, `_replace` for Pod (a NamedTuple)."""
+    return obj._replace(**changes) if hasattr(obj, "_replace") else dataclass_replace(obj, **changes)
 
 
 # ---------------------------------------------------------------------------------- builders
@@ -420,7 +426,7 @@ def one_pod_node(
     p: Pod, config: Config | None = None, pdbs: Sequence[PodDisruptionBudget] = ()
 ) -> ScaleDownResult:
     """a1 holds `p` (placed on it), a2 has room: does a1 go?"""
-    inv = world([grp("asg-a", [n("a1"), n("a2")])], [replace(p, node_name="a1"), busy("a2", 2000)], pdbs)
+    inv = world([grp("asg-a", [n("a1"), n("a2")])], [p._replace(node_name="a1"), busy("a2", 2000)], pdbs)
     return run(inv, config=config)[0]
 
 
@@ -428,9 +434,9 @@ def test_local_storage_blocks_unless_flag_off_or_every_volume_listed() -> None:
     p = on("a1", "db", volumes=Volumes(local_storage=("data", "tmp")))
     assert why(one_pod_node(p), "a1") == "pod default/db has local storage (data, tmp)"
     assert removed(one_pod_node(p, sd(skip_nodes_with_local_storage=False))) == ["a1"]
-    listed = replace(p, annotations={SAFE_TO_EVICT_LOCAL_VOLUMES: "data, tmp"})
+    listed = p._replace(annotations={SAFE_TO_EVICT_LOCAL_VOLUMES: "data, tmp"})
     assert removed(one_pod_node(listed)) == ["a1"]
-    partly = replace(p, annotations={SAFE_TO_EVICT_LOCAL_VOLUMES: "tmp"})
+    partly = p._replace(annotations={SAFE_TO_EVICT_LOCAL_VOLUMES: "tmp"})
     assert why(one_pod_node(partly), "a1") == "pod default/db has local storage (data)"
 
 
@@ -453,7 +459,7 @@ def test_custom_controllers_block_only_with_the_flag() -> None:
     assert why(one_pod_node(p), "a1") == "pod default/x is owned by custom controller Rollout/canary"
     assert removed(one_pod_node(p, sd(skip_nodes_with_custom_controller_pods=False))) == ["a1"]
     for kind in ("ReplicaSet", "StatefulSet", "Job", "ReplicationController"):
-        assert removed(one_pod_node(replace(p, owner=OwnerRef(kind, "w")))) == ["a1"]
+        assert removed(one_pod_node(p._replace(owner=OwnerRef(kind, "w")))) == ["a1"]
 
 
 def test_system_pods_without_pdb_block_while_young() -> None:

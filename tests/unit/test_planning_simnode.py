@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from reconciler.model import (
     CPU,
     HOSTNAME_LABEL,
@@ -26,7 +24,7 @@ from tests.unit.planning_factories import GI, node, pod, template
 
 
 def test_from_node_books_running_pods_and_skips_terminal_ones() -> None:
-    done = replace(pod("done", cpu=1000, node_name="n1"), phase="Succeeded")
+    done = pod("done", cpu=1000, node_name="n1")._replace(phase="Succeeded")
     sim = SimNode.from_node(
         node(cpu=4000, mem_gi=16, pods=10), [pod("a", cpu=1500, mem_gi=2, node_name="n1"), done]
     )

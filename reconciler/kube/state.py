@@ -59,8 +59,15 @@ class StateBuilder:
                     self.autoscaler_lease = raw
 
     def add_all(self, kind: str, items: Iterable[Raw]) -> None:
+        if kind != "Pod":
+            for raw in items:
+                self.add(kind, raw)
+            return
+        # the hot loop of a listing: 150k pods, so no per-item dispatch
+        convert, append = self.reader.pod, self.pods.append
         for raw in items:
-            self.add(kind, raw)
+            if (raw.get("status") or {}).get("phase") not in TERMINAL_PHASES:
+                append(convert(raw))
 
     def build(self, now: datetime) -> ClusterState:
         # One canonical order whatever the source's, so equal clusters give equal states and plans.

@@ -43,6 +43,7 @@ from reconciler.model import (  # noqa: E402
 )
 from reconciler.planning.types import PlannerMemory  # noqa: E402
 from tests.fakes import k8s_objects as k  # noqa: E402
+from tests.fakes.k8s_objects import DEFAULT_TOLERATIONS  # noqa: E402
 
 REGION = "us-east-1"
 ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
@@ -69,20 +70,6 @@ UNDER_SHARE = 0.10
 THRESHOLD = 0.5
 GPU = "nvidia.com/gpu"
 MI = 2**20
-DEFAULT_TOLERATIONS: tuple[Mapping[str, Any], ...] = (
-    {
-        "key": "node.kubernetes.io/not-ready",
-        "operator": "Exists",
-        "effect": "NoExecute",
-        "tolerationSeconds": 300,
-    },
-    {
-        "key": "node.kubernetes.io/unreachable",
-        "operator": "Exists",
-        "effect": "NoExecute",
-        "tolerationSeconds": 300,
-    },
-)
 TOLERATE_ALL: tuple[Mapping[str, Any], ...] = ({"operator": "Exists"},)
 BATCH_TOLERATIONS = (
     *DEFAULT_TOLERATIONS,

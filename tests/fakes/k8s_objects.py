@@ -51,6 +51,23 @@ DEFAULT_NODE_ALLOCATABLE: Mapping[str, str] = {
 }
 
 
+# What admission adds to every pod that does not set them (DefaultTolerationSeconds).
+DEFAULT_TOLERATIONS: tuple[Mapping[str, Any], ...] = (
+    {
+        "key": "node.kubernetes.io/not-ready",
+        "operator": "Exists",
+        "effect": "NoExecute",
+        "tolerationSeconds": 300,
+    },
+    {
+        "key": "node.kubernetes.io/unreachable",
+        "operator": "Exists",
+        "effect": "NoExecute",
+        "tolerationSeconds": 300,
+    },
+)
+
+
 def ts(value: Time, default: str = DEFAULT_TIME) -> str:
     """Format a time the way the API does (`2026-01-01T00:00:00Z`); strings pass through."""
     if value is None:
@@ -305,22 +322,7 @@ def pod(
         spec["affinity"] = affinity
     spec["schedulerName"] = "default-scheduler"
     spec["tolerations"] = (
-        [dict(t) for t in tolerations]
-        if tolerations is not None
-        else [
-            {
-                "key": "node.kubernetes.io/not-ready",
-                "operator": "Exists",
-                "effect": "NoExecute",
-                "tolerationSeconds": 300,
-            },
-            {
-                "key": "node.kubernetes.io/unreachable",
-                "operator": "Exists",
-                "effect": "NoExecute",
-                "tolerationSeconds": 300,
-            },
-        ]
+        [dict(t) for t in tolerations] if tolerations is not None else [dict(t) for t in DEFAULT_TOLERATIONS]
     )
     if priority_class_name:
         spec["priorityClassName"] = priority_class_name
@@ -562,20 +564,7 @@ def _realistic_template(
         "serviceAccountName": app,
         "securityContext": {"fsGroup": 2000},
         "schedulerName": "default-scheduler",
-        "tolerations": [
-            {
-                "key": "node.kubernetes.io/not-ready",
-                "operator": "Exists",
-                "effect": "NoExecute",
-                "tolerationSeconds": 300,
-            },
-            {
-                "key": "node.kubernetes.io/unreachable",
-                "operator": "Exists",
-                "effect": "NoExecute",
-                "tolerationSeconds": 300,
-            },
-        ],
+        "tolerations": [dict(t) for t in DEFAULT_TOLERATIONS],
         "priority": 0,
         "enableServiceLinks": True,
         "preemptionPolicy": "PreemptLowerPriority",

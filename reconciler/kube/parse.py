@@ -9,9 +9,9 @@ kept (a pod's `last-applied-configuration` alone can be kilobytes).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 import msgspec
 
@@ -45,7 +45,6 @@ from reconciler.model import (
 from reconciler.quantity import QuantityError, int_value, milli_value
 
 Raw = Mapping[str, Any]
-T = TypeVar("T")
 
 ZONE_KEYS = (ZONE_LABEL, LEGACY_ZONE_LABEL, "topology.ebs.csi.aws.com/zone")
 _KEPT_POD_ANNOTATION_PREFIXES = ("cluster-autoscaler.kubernetes.io/", MIRROR_POD)
@@ -56,11 +55,10 @@ _IGNORED_RESOURCES = frozenset({"hugepages-1Gi", "hugepages-2Mi", "attachable-vo
 
 
 class Interner:
-    """Shares equal immutable values across objects; one per read, so memory is freed with it."""
+    """Shares equal label maps across objects; one per read, so memory is freed with it."""
 
     def __init__(self) -> None:
         self._maps: dict[Any, Any] = {}
-        self._values: dict[Any, Any] = {}
 
     def mapping(self, raw: Mapping[str, str] | None) -> Mapping[str, str]:
         if not raw:
@@ -69,12 +67,6 @@ class Interner:
         found = self._maps.get(key)
         if found is None:
             found = self._maps[key] = dict(raw)
-        return found
-
-    def value(self, key: Any, build: Callable[[], T]) -> T:
-        found = self._values.get(key)
-        if found is None:
-            found = self._values[key] = build()
         return found
 
 
@@ -370,7 +362,7 @@ class ObjectReader:
     def _owner(self, refs: Any) -> OwnerRef | None:
         if not refs:
             return None
-        key = bytes(refs) if isinstance(refs, msgspec.Raw) else repr(refs).encode()
+        key = _part(refs)
         found = self._owners.get(key, _MISSING)
         if found is _MISSING:
             found = self._owners[key] = _controller(_decoded(refs))
@@ -379,7 +371,7 @@ class ObjectReader:
     def _volumes(self, value: Any, pod_name: str) -> Volumes:
         if not value:
             return NO_VOLUMES
-        key = bytes(value) if isinstance(value, msgspec.Raw) else repr(value).encode()
+        key = _part(value)
         if b"ephemeral" in key:  # claim names derive from the pod's name: not shareable
             return _volumes(_decoded(value), pod_name)
         found = self._volume_sets.get(key)

@@ -129,12 +129,14 @@ def make_plan(inputs: PlanInputs) -> Plan:
         else:
             cancelled.add(node_name)
     for g in groups:
-        g.cancelled = tuple(i for n, i in approved_nodes.items() if n in cancelled and _group_has(g, i))
+        g.cancelled = tuple(
+            i for n, i in approved_nodes.items() if n in cancelled and i in g.base.approved_present
+        )
         g.kept = tuple(i for i in g.base.approved_present if i not in g.cancelled)
 
     # 5. scale-up
-    candidates = [_candidate(g, bases[g.name], now, config.scale_up.max_step) for g in groups]
-    limits = Limits.headroom(config, *_totals(inventory.state.nodes, pool, groups))
+    candidates = [_candidate(g, bases[g.name], config.scale_up.max_step) for g in groups]
+    limits = Limits.headroom(config, *_totals(inventory.state.nodes, groups))
     up = plan_scale_up(waiting, candidates, pool, limits, config)
     for pod in waiting:
         if pod.key in up.helped:
@@ -266,10 +268,6 @@ def _approved_nodes(groups: Iterable[_Group]) -> dict[str, str]:
     return found
 
 
-def _group_has(g: _Group, instance_id: str) -> bool:
-    return instance_id in g.base.approved_present
-
-
 def _group_of(node_name: str, group_of_node: Mapping[str, str], pool: NodePool) -> str | None:
     if node_name in group_of_node:
         return group_of_node[node_name]
@@ -277,7 +275,7 @@ def _group_of(node_name: str, group_of_node: Mapping[str, str], pool: NodePool) 
     return node.group or None if node is not None else None
 
 
-def _candidate(g: _Group, base: SimNode | None, now: datetime, max_step: int) -> Candidate:
+def _candidate(g: _Group, base: SimNode | None, max_step: int) -> Candidate:
     group = g.inventory.group
     capacity = g.base.capacity + len(g.cancelled)
     blocked = ""
@@ -299,7 +297,7 @@ def _candidate(g: _Group, base: SimNode | None, now: datetime, max_step: int) ->
     return Candidate(g.name, g.inventory.template, base, room, size=capacity, blocked=blocked)
 
 
-def _totals(nodes: Iterable[Node], pool: NodePool, groups: Iterable[_Group]) -> tuple[int, int, int]:
+def _totals(nodes: Iterable[Node], groups: Iterable[_Group]) -> tuple[int, int, int]:
     """Nodes, CPU and memory the cluster has or has coming, for the cluster-wide limits."""
     count = cpu = memory = 0
     for node in nodes:

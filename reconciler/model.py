@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from types import MappingProxyType
 from typing import NamedTuple
 
@@ -31,6 +31,9 @@ SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 SAFE_TO_EVICT_LOCAL_VOLUMES = "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"
 SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 MIRROR_POD = "kubernetes.io/config.mirror"
+DEFAULT_GRACE_PERIOD_SECONDS = 30
+# CA's PodLongTerminatingExtraThreshold: how far past its grace period a deleted pod counts as stuck.
+LONG_TERMINATING_MARGIN = timedelta(seconds=30)
 
 EMPTY_MAPPING: Mapping[str, str] = MappingProxyType({})
 
@@ -213,10 +216,22 @@ class Pod(NamedTuple):
     scheduled_status: str = ""
     scheduled_reason: str = ""
     scheduled_since: datetime | None = None
+    # metadata.deletionTimestamp, and spec.terminationGracePeriodSeconds (the API's default is 30)
+    deleting_since: datetime | None = None
+    grace_period_seconds: int = DEFAULT_GRACE_PERIOD_SECONDS
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    def is_long_terminating(self, now: datetime) -> bool:
+        """Deleted longer ago than its grace period plus CA's 30 s margin: its kubelet is gone or
+        stuck, so it will not be rescheduled and its requests are not real load (CA skips such pods in
+        drains and in utilisation)."""
+        since = self.deleting_since
+        if since is None:
+            return False
+        return since + timedelta(seconds=self.grace_period_seconds) + LONG_TERMINATING_MARGIN < now
 
     @property
     def is_daemonset(self) -> bool:

@@ -18,6 +18,7 @@ import msgspec
 from reconciler.errors import UserError
 from reconciler.model import (
     CPU,
+    DEFAULT_GRACE_PERIOD_SECONDS,
     LEGACY_ZONE_LABEL,
     MIRROR_POD,
     NO_SCHEDULING,
@@ -258,6 +259,11 @@ def _spec_key(spec: Raw) -> bytes:
     return b"|".join(parts)
 
 
+def _grace_period(value: Any) -> int:
+    """terminationGracePeriodSeconds; 0 is a valid value, absent means the API's default."""
+    return DEFAULT_GRACE_PERIOD_SECONDS if value is None else int(value)
+
+
 def _controller(refs: Iterable[Raw] | None) -> OwnerRef | None:
     """The controlling owner reference, else the first."""
     refs = list(refs or ())
@@ -334,6 +340,8 @@ class ObjectReader:
             scheduled_status=scheduled_status,
             scheduled_reason=scheduled_reason,
             scheduled_since=scheduled_since,
+            deleting_since=parse_time(metadata.get("deletionTimestamp")),
+            grace_period_seconds=_grace_period(spec.get("terminationGracePeriodSeconds")),
         )
 
     def _labels(self, value: Any) -> Mapping[str, str]:

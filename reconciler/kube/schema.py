@@ -43,6 +43,7 @@ class PodMetadataDoc(TypedDict, total=False):
     namespace: str
     uid: str
     creationTimestamp: str
+    deletionTimestamp: str
     labels: msgspec.Raw
     annotations: msgspec.Raw
     ownerReferences: msgspec.Raw
@@ -59,6 +60,7 @@ class PodSpecDoc(TypedDict, total=False):
     topologySpreadConstraints: msgspec.Raw
     volumes: msgspec.Raw
     priority: int
+    terminationGracePeriodSeconds: int
 
 
 class ConditionDoc(TypedDict, total=False):

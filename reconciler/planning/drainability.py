@@ -1,10 +1,10 @@
 """Which pods of a node would have to move if it went, and which pods forbid that: cluster-autoscaler's
 drainability rules, one function per rule, each switchable by the config flag CA has for it.
 
-A rule looks at one pod and answers "stays" (it does not move: mirror, DaemonSet and finished pods),
-"moves" (decided: it may be evicted), "blocks" (with the reason a person reads in the plan) or None (no
-opinion: the next rule decides). The first answer wins, in CA's order, so `safe-to-evict: "true"`
-overrides every blocking rule after it. A pod no rule decides about moves.
+A rule looks at one pod and answers "stays" (it does not move: mirror, DaemonSet, finished and
+long-terminating pods), "moves" (decided: it may be evicted), "blocks" (with the reason a person
+reads in the plan) or None (no opinion: the next rule decides). The first answer wins, in CA's order,
+so `safe-to-evict: "true"` overrides every blocking rule after it. A pod no rule decides about moves.
 
 PodDisruptionBudgets are not a per-pod rule here: their allowed disruptions are shared by every node
 removed in one plan, so `PdbBudget` counts them per plan (as CA's remaining-PDB tracker does).
@@ -60,6 +60,12 @@ Rule = Callable[[Pod, DrainContext], Drain | None]
 def mirror(pod: Pod, ctx: DrainContext) -> Drain | None:
     """Static pods belong to the kubelet of their node: they go with it and never block."""
     return STAYS_PUT if pod.is_mirror else None
+
+
+def long_terminating(pod: Pod, ctx: DrainContext) -> Drain | None:
+    """A pod deleted longer ago than its grace period (plus 30 s) is stuck on a dead or wedged
+    kubelet: it will not be rescheduled and must not pin its node (CA's LongTerminating rule)."""
+    return STAYS_PUT if pod.is_long_terminating(ctx.now) else None
 
 
 def terminal(pod: Pod, ctx: DrainContext) -> Drain | None:
@@ -121,10 +127,11 @@ def local_storage(pod: Pod, ctx: DrainContext) -> Drain | None:
     return None
 
 
-# CA's order (simulator/drainability/rules): mirror and finished pods, DaemonSet pods, the safe-to-evict
-# override, then the blocking checks.
+# CA's order (simulator/drainability/rules): mirror and long-terminating pods, finished pods, DaemonSet
+# pods, the safe-to-evict override, then the blocking checks.
 RULES: tuple[Rule, ...] = (
     mirror,
+    long_terminating,
     terminal,
     daemonset,
     safe_to_evict,
@@ -144,9 +151,9 @@ def drain_verdict(pod: Pod, ctx: DrainContext) -> Drain:
     return MOVES_OK
 
 
-def stays_on_node(pod: Pod) -> bool:
-    """Pods that never need a new home when their node goes (no context needed)."""
-    return pod.is_mirror or pod.is_daemonset or pod.phase in TERMINAL_PHASES
+def stays_on_node(pod: Pod, now: datetime) -> bool:
+    """Pods that never need a new home when their node goes, whatever the flags."""
+    return pod.is_mirror or pod.is_daemonset or pod.phase in TERMINAL_PHASES or pod.is_long_terminating(now)
 
 
 # ---------------------------------------------------------------------------------- PDBs

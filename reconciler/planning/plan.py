@@ -20,6 +20,7 @@ from reconciler.config import Config
 from reconciler.inventory import GroupInventory
 from reconciler.model import CPU, MEMORY, Instance, Node, Pod
 from reconciler.planning.baseline import Baseline, baseline
+from reconciler.planning.drainability import stays_on_node
 from reconciler.planning.placement import NodePool
 from reconciler.planning.predicates import ForeignAntiAffinity, PredicateContext, pvc_zones, unmodelled
 from reconciler.planning.scale_down import plan_scale_down
@@ -122,7 +123,7 @@ def make_plan(inputs: PlanInputs) -> Plan:
         waiting = list(rescue.unplaced)
     for node_name in sorted(set(approved_nodes) - cancelled):
         sim = pool.get(node_name)
-        movable = [p for p in sim.pods if not p.is_daemonset and not p.is_mirror] if sim else []
+        movable = [p for p in sim.pods if not stays_on_node(p, now)] if sim else []
         moved = pool.place(movable, exclude=set(approved_nodes) - cancelled, atomic=True)
         if moved.complete:
             pool.retire(node_name)
@@ -236,6 +237,9 @@ def _pending_pods(
     pending: list[Pod] = []
     for pod in inputs.inventory.pending:
         if pod.is_daemonset:
+            continue
+        if pod.deleting_since is not None:
+            outcomes[pod.key] = PodOutcome(pod.key, None, "being deleted: it will not need a node")
             continue
         if pod.priority < config.scale_up.expendable_priority_cutoff:
             outcomes[pod.key] = PodOutcome(

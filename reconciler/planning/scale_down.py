@@ -75,29 +75,36 @@ class Utilization:
     gpu: bool
 
 
-def utilization(sim: SimNode, *, ignore_daemonsets: bool = False) -> Utilization:
+def utilization(sim: SimNode, now: datetime, *, ignore_daemonsets: bool = False) -> Utilization:
     """Requested / allocatable as CA computes it: the larger of CPU and memory, or the GPU share on a
     node with GPUs (0 while its GPUs are not reported yet). With `ignore_daemonsets`, DaemonSet and
-    mirror pods leave both sides of the fraction. Read from the simulated node, so pending pods the
-    planner already placed there count (as in CA's snapshot). An unknown share (nothing allocatable)
-    counts as full: such a node is never a candidate."""
+    mirror pods leave both sides of the fraction; long-terminating pods always leave the requested
+    side. Read from the simulated node, so pending pods the planner already placed there count (as in
+    CA's snapshot). An unknown share (nothing allocatable) counts as full: such a node is never a
+    candidate."""
     alloc = sim.allocatable
     gpu_alloc = alloc.get(GPU)
     is_gpu = gpu_alloc > 0 or GPU_LABEL in sim.labels
-    ds_cpu = ds_mem = ds_gpu = 0
-    if ignore_daemonsets:
-        for pod in sim.pods:
-            if pod.is_daemonset or pod.is_mirror:
-                values = pod.requests.values
-                ds_cpu += values.get("cpu", 0)
-                ds_mem += values.get("memory", 0)
-                ds_gpu += values.get(GPU, 0)
+    ds_cpu = ds_mem = ds_gpu = 0  # out of both sides
+    gone_cpu = gone_mem = gone_gpu = 0  # out of the requested side only
+    for pod in sim.pods:
+        if ignore_daemonsets and (pod.is_daemonset or pod.is_mirror):
+            values = pod.requests.values
+            ds_cpu += values.get("cpu", 0)
+            ds_mem += values.get("memory", 0)
+            ds_gpu += values.get(GPU, 0)
+        elif pod.deleting_since is not None and pod.is_long_terminating(now):
+            values = pod.requests.values
+            gone_cpu += values.get("cpu", 0)
+            gone_mem += values.get("memory", 0)
+            gone_gpu += values.get(GPU, 0)
     if is_gpu:
         if gpu_alloc <= 0:
             return Utilization(0.0, True)
-        return Utilization(_share(gpu_alloc - sim.free_amount(GPU) - ds_gpu, gpu_alloc - ds_gpu), True)
-    cpu = _share(alloc.cpu - sim.cpu_free - ds_cpu, alloc.cpu - ds_cpu)
-    mem = _share(alloc.memory - sim.mem_free - ds_mem, alloc.memory - ds_mem)
+        used_gpu = gpu_alloc - sim.free_amount(GPU) - ds_gpu - gone_gpu
+        return Utilization(_share(used_gpu, gpu_alloc - ds_gpu), True)
+    cpu = _share(alloc.cpu - sim.cpu_free - ds_cpu - gone_cpu, alloc.cpu - ds_cpu)
+    mem = _share(alloc.memory - sim.mem_free - ds_mem - gone_mem, alloc.memory - ds_mem)
     return Utilization(max(cpu, mem), False)
 
 
@@ -301,7 +308,7 @@ class _Planner:
                 continue
             if sim is None:
                 sim = SimNode.from_node(node, pods_by_node.get(node.name, ()), group=inv.name)
-            util = utilization(sim, ignore_daemonsets=rules.ignore_daemonsets)
+            util = utilization(sim, self.now, ignore_daemonsets=rules.ignore_daemonsets)
             threshold = rules.gpu_threshold if util.gpu else rules.threshold
             below = node.ready and util.value < threshold
             if node.ready and not below and not is_forced:
@@ -373,7 +380,7 @@ class _Planner:
         evicted: list[Pod] = []
         name = candidate.name
         for pod in candidate.sim.pods:
-            if stays_on_node(pod):
+            if stays_on_node(pod, self.now):
                 continue
             if pod.node_name == name:
                 verdict = drain_verdict(pod, self.drain_ctx)

@@ -51,6 +51,14 @@ def populate(api: FakeKubeAPI) -> list[dict]:  # type: ignore[type-arg]
         )
     objects += [
         k.pod("pending-0", "batch", requests={"cpu": "2"}, owner_kind="Job", owner_name="j"),
+        k.pod(
+            "stopping-0",
+            "batch",
+            node_name="node-b",
+            owner_kind="Job",
+            owner_name="j",
+            deletion_timestamp="2026-01-01T11:58:00Z",
+        ),
         k.pod("done-0", "batch", node_name="node-a", phase="Succeeded"),
         k.pod("failed-0", "batch", node_name="node-a", phase="Failed"),
     ]
@@ -68,11 +76,14 @@ def test_live_listing_pages_and_equals_the_snapshot(kube_api: FakeKubeAPI, tmp_p
     snapshot = read_snapshot(dump, NOW)
 
     assert live == snapshot
-    assert len(live.pods) == 8  # terminal pods left out by the field selector
+    assert len(live.pods) == 9  # terminal pods left out by the field selector
+    stopping = next(p for p in live.pods if p.name == "stopping-0")
+    assert stopping.deleting_since == datetime(2026, 1, 1, 11, 58, tzinfo=UTC)
+    assert stopping.grace_period_seconds == 30 and stopping.is_long_terminating(NOW)
     assert [n.name for n in live.nodes] == ["node-a", "node-b", "node-c"]
     assert live.autoscaler is not None
     assert live.pvs[0].zones == ("us-east-1b",)
-    # 8 non-terminal pods at 3 per page: three requests, each with the terminal-phase field selector
+    # 9 non-terminal pods at 3 per page: three requests, each with the terminal-phase field selector
     pod_lists = [c for c in kube_api.calls if c[1] == "/api/v1/pods"]
     assert sum(kube_api.calls[c] for c in pod_lists) == 3
 

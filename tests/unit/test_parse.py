@@ -108,6 +108,19 @@ def test_identical_specs_are_shared() -> None:
     assert a.requests is b.requests
 
 
+def test_deletion_and_grace_period() -> None:
+    reader = ObjectReader()
+    alive = reader.pod(pod(containers=[]))
+    assert alive.deleting_since is None and alive.grace_period_seconds == 30  # the API's default
+    raw = pod(containers=[], terminationGracePeriodSeconds=0)
+    raw["metadata"]["deletionTimestamp"] = "2026-01-01T12:00:00Z"
+    deleting = reader.pod(raw)
+    assert deleting.deleting_since == datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+    assert deleting.grace_period_seconds == 0  # zero is a value, not "unset"
+    assert not deleting.is_long_terminating(datetime(2026, 1, 1, 12, 0, 30, tzinfo=UTC))
+    assert deleting.is_long_terminating(datetime(2026, 1, 1, 12, 0, 31, tzinfo=UTC))
+
+
 def test_only_relevant_pod_annotations_are_kept() -> None:
     raw = pod(containers=[])
     raw["metadata"]["annotations"] = {

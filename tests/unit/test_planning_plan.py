@@ -161,6 +161,14 @@ def test_expendable_and_young_pods_do_not_count() -> None:
     assert plan.group("general").action == "none"
 
 
+def test_pending_pods_being_deleted_get_no_node() -> None:
+    world = busy_world()
+    world.pending("leaving", cpu=3000, deleting_since=NOW - timedelta(seconds=5))
+    plan = world.plan()
+    assert plan.pending[0].node_group is None and "being deleted" in plan.pending[0].reason
+    assert plan.group("general").action == "none"
+
+
 def test_unapplied_increase_is_upcoming_and_never_stacked() -> None:
     world = busy_world()
     world.pending("job", cpu=3000)

@@ -392,14 +392,14 @@ def test_gpu_nodes_are_measured_by_gpu_with_their_own_threshold() -> None:
     result, _ = run(inv, config=sd(gpu_utilization_threshold=0.2))
     assert removed(result) == []
     sim = make_pool(inv).get("g2")
-    assert sim is not None and utilization(sim).gpu and utilization(sim).value == 0.75
+    assert sim is not None and utilization(sim, NOW).gpu and utilization(sim, NOW).value == 0.75
 
 
 def test_gpu_label_without_reported_gpus_counts_as_idle() -> None:
     sim = SimNode.from_node(
         n("g", labels={"k8s.amazonaws.com/accelerator": "nvidia-t4"}), [on("g", "p", 3900)]
     )
-    assert utilization(sim).gpu and utilization(sim).value == 0.0
+    assert utilization(sim, NOW).gpu and utilization(sim, NOW).value == 0.0
 
 
 def test_ignore_daemonsets_utilisation_by_config_and_group_option() -> None:
@@ -484,6 +484,34 @@ def test_mirror_daemonset_and_finished_pods_stay_and_do_not_block() -> None:
     assert result.moves["a1"] == ()
 
 
+def test_long_terminating_pods_neither_block_nor_count_as_load() -> None:
+    """CA's LongTerminating rule: deleted longer ago than grace period + 30 s, a pod stays put (even
+    one that would block), and leaves the requested side of utilisation; one still within its grace
+    period is an ordinary pod."""
+    stuck_since = NOW - timedelta(seconds=61)  # 30 s grace + 30 s margin, and one more
+    stuck = replace(
+        on("a1", "stuck", 3500, owner=None, annotations={SAFE_TO_EVICT: "false"}),
+        deleting_since=stuck_since,
+    )
+    inv = world([grp("asg-a", [n("a1"), n("a2")])], [stuck, busy("a2")])
+    result, _ = run(inv)
+    assert removed(result) == ["a1"]  # 87% requested, but by a pod that is gone
+    assert result.moves["a1"] == ()
+    sim = make_pool(inv).get("a1")
+    assert sim is not None and utilization(sim, NOW).value == 0.0
+    assert stays_on_node(stuck, NOW)
+
+    within_grace = replace(stuck, deleting_since=NOW - timedelta(seconds=59))
+    result, _ = run(world([grp("asg-a", [n("a1"), n("a2")])], [within_grace, busy("a2")]))
+    assert removed(result) == []  # busy, and not replicated anyway
+
+    long_grace = replace(stuck, grace_period_seconds=600)  # its own grace period has not run out
+    assert not long_grace.is_long_terminating(NOW)
+    ctx = DrainContext(ScaleDownConfig(), NOW, lambda _p: False)
+    assert drain_verdict(long_grace, ctx).outcome == BLOCKS
+    assert drain_verdict(replace(stuck, grace_period_seconds=0), ctx).outcome == "stays"
+
+
 def test_unmodelled_constraints_pin_the_node() -> None:
     zone_affinity = Scheduling(
         pod_affinity=(PodAffinityTerm(selector(app="db"), "topology.kubernetes.io/zone"),)
@@ -552,7 +580,7 @@ def test_pdb_budget_unit() -> None:
 def test_drain_verdict_order_matches_ca() -> None:
     ctx = DrainContext(ScaleDownConfig(), NOW, lambda _p: False)
     ds = replace(on("x", "agent", annotations={SAFE_TO_EVICT: "false"}), owner=OwnerRef("DaemonSet", "agent"))
-    assert drain_verdict(ds, ctx).outcome == "stays" and stays_on_node(ds)
+    assert drain_verdict(ds, ctx).outcome == "stays" and stays_on_node(ds, NOW)
     lone_pinned = on("x", "lone", owner=None, annotations={SAFE_TO_EVICT: "false"})
     assert drain_verdict(lone_pinned, ctx).outcome == BLOCKS
     assert "not replicated" in drain_verdict(lone_pinned, ctx).reason
@@ -815,7 +843,7 @@ def test_removed_nodes_pods_land_on_remaining_nodes_and_min_holds(
     sims = {x.name: SimNode.from_node(x, inv.pods_by_node.get(x.name, ())) for x in inv.state.nodes}
     gone: set[str] = set()
     for name, moves in result.moves.items():
-        expected = sorted(id(p) for p in sims[name].pods if not stays_on_node(p))
+        expected = sorted(id(p) for p in sims[name].pods if not stays_on_node(p, NOW))
         assert sorted(id(p) for p, _ in moves) == expected  # every pod that must move, moves
         for p, dest in moves:
             assert dest != name and dest not in gone

@@ -30,6 +30,7 @@ LEGACY_ZONE_LABEL = "failure-domain.beta.kubernetes.io/zone"
 SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 SAFE_TO_EVICT_LOCAL_VOLUMES = "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"
 SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+POD_SCALE_UP_DELAY = "cluster-autoscaler.kubernetes.io/pod-scale-up-delay"
 MIRROR_POD = "kubernetes.io/config.mirror"
 DEFAULT_GRACE_PERIOD_SECONDS = 30
 # CA's PodLongTerminatingExtraThreshold: how far past its grace period a deleted pod counts as stuck.

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from reconciler.config import Config
+from reconciler.durations import format_duration, parse_duration
 from reconciler.inventory import GroupInventory
-from reconciler.model import CPU, MEMORY, Instance, Node, Pod
+from reconciler.model import CPU, MEMORY, POD_SCALE_UP_DELAY, Instance, Node, Pod
 from reconciler.planning.baseline import Baseline, baseline
 from reconciler.planning.drainability import stays_on_node
 from reconciler.planning.placement import NodePool
@@ -97,7 +98,7 @@ def make_plan(inputs: PlanInputs) -> Plan:
     # 3. pending pods onto existing and upcoming capacity (approved removals' nodes left aside)
     outcomes: dict[str, PodOutcome] = {}
     foreign = ForeignAntiAffinity(p for p in inventory.state.pods if p.node_name)
-    pending = _pending_pods(inputs, outcomes, foreign)
+    pending = _pending_pods(inputs, outcomes, foreign, warnings)
     approved_nodes = _approved_nodes(groups)
     placement = pool.place(pending, exclude=set(approved_nodes) | not_ready)
     for pod, node in placement.placed:
@@ -230,7 +231,7 @@ def _backoff(g: _Group, previous: Backoff | None, now: datetime, config: Config)
 
 
 def _pending_pods(
-    inputs: PlanInputs, outcomes: dict[str, PodOutcome], foreign: ForeignAntiAffinity
+    inputs: PlanInputs, outcomes: dict[str, PodOutcome], foreign: ForeignAntiAffinity, warnings: list[str]
 ) -> list[Pod]:
     """The pods scale-up is for, highest priority and oldest first; the rest get their outcome now."""
     config, now = inputs.config, inputs.now
@@ -249,8 +250,9 @@ def _pending_pods(
                 f"{config.scale_up.expendable_priority_cutoff}",
             )
             continue
-        if pod.created is not None and now - pod.created < config.scale_up.new_pod_delay:
-            outcomes[pod.key] = PodOutcome(pod.key, None, "younger than scaleUp.newPodDelay")
+        delay, why_young = _scale_up_delay(pod, config.scale_up.new_pod_delay, warnings)
+        if pod.created is not None and now - pod.created < delay:
+            outcomes[pod.key] = PodOutcome(pod.key, None, why_young)
             continue
         reason = unmodelled(pod, foreign if len(foreign) else None)
         if reason is not None:
@@ -259,6 +261,24 @@ def _pending_pods(
         pending.append(pod)
     pending.sort(key=lambda p: (-p.priority, p.created or now, p.namespace, p.name))
     return pending
+
+
+def _scale_up_delay(pod: Pod, default: timedelta, warnings: list[str]) -> tuple[timedelta, str]:
+    """How long a new pod waits before it counts, and the reason to give while it does. As CA, the
+    pod's `pod-scale-up-delay` annotation may lengthen scaleUp.newPodDelay, never shorten it; an
+    unreadable one is ignored (with a warning: CA only logs it)."""
+    text = pod.annotations.get(POD_SCALE_UP_DELAY)
+    if text is not None:
+        try:
+            own = parse_duration(text)
+        except ValueError:
+            warnings.append(
+                f"pod {pod.key}: {POD_SCALE_UP_DELAY}: {text!r} is not a duration (ignored; use e.g. 5m)"
+            )
+        else:
+            if own >= default:
+                return own, f"younger than its {POD_SCALE_UP_DELAY} annotation ({format_duration(own)})"
+    return default, "younger than scaleUp.newPodDelay"
 
 
 def _approved_nodes(groups: Iterable[_Group]) -> dict[str, str]:

@@ -10,6 +10,7 @@ import pytest
 from reconciler.config import ExpanderOptions, LimitsConfig
 from reconciler.documents import load_schema
 from reconciler.model import (
+    POD_SCALE_UP_DELAY,
     HostPort,
     NodeSelectorTerm,
     PodAffinityTerm,
@@ -159,6 +160,29 @@ def test_expendable_and_young_pods_do_not_count() -> None:
     assert "expendable" in reasons["default/low"]
     assert "newPodDelay" in reasons["default/new"]
     assert plan.group("general").action == "none"
+
+
+def test_pod_scale_up_delay_annotation_lengthens_never_shortens() -> None:
+    """As CA's filterOutYoungPods: the annotation replaces newPodDelay only when longer; garbage is
+    ignored, and the plan says so."""
+    world = busy_world()
+    minute_old = NOW - timedelta(minutes=1)
+    for name, value in (("patient", "5m"), ("eager", "10s"), ("garbled", "soon")):
+        world.pending(
+            name,
+            cpu=3000,
+            owner=("ReplicaSet", name),
+            created=minute_old,
+            annotations={POD_SCALE_UP_DELAY: value},
+        )
+    plan = world.plan(scale_up={"new_pod_delay": timedelta(seconds=30)})
+    outcomes = {o.pod: o for o in plan.pending}
+    assert outcomes["default/patient"].node_group is None
+    assert outcomes["default/patient"].reason == f"younger than its {POD_SCALE_UP_DELAY} annotation (5m)"
+    assert outcomes["default/eager"].node_group == "general"  # a minute old, past the 30 s default
+    assert outcomes["default/garbled"].node_group == "general"
+    assert any("'soon' is not a duration" in w for w in plan.warnings)
+    assert plan.group("general").action == "scale-up"
 
 
 def test_pending_pods_being_deleted_get_no_node() -> None:

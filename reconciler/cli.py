@@ -60,19 +60,20 @@ def cli() -> None:
 
 @cli.command()
 @_config_option
-@_output_option("table", "json", "yaml")
+@_output_option("table", "json", "yaml", "csv")
 @_snapshot_option
 def status(config_file: str | None, output: str, snapshot: Path | None) -> None:
-    """Node groups, nodes, pending pods and warnings (read-only)."""
-    from reconciler.status import build_status, render_status_table
-    from reconciler.world import observe
+    """Node groups, nodes, pending pods, manifest vs AWS and warnings (read-only)."""
+    from reconciler.runtime.status_stage import status_once
+    from reconciler.status import render_status_table
 
-    config = _load(config_file)
-    report = build_status(config.cluster, observe(config, snapshot, _now()))
+    report = status_once(_load(config_file), snapshot, _now())
     if output == "table":
         click.echo(render_status_table(report), nl=False)
     elif output == "json":
         click.echo(to_json(report.to_dict()), nl=False)
+    elif output == "csv":
+        click.echo(report.to_csv(), nl=False)
     else:
         click.echo(to_yaml(report.to_dict()), nl=False)
 
@@ -138,11 +139,16 @@ def validate(files: tuple[Path, ...]) -> int:
 
 
 @cli.command()
-def demo() -> None:
+@click.option(
+    "--keep",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Leave the demo's files in this new directory and keep the mock AWS serving until Ctrl-C.",
+)
+def demo(keep: Path | None) -> None:
     """The embedded walkthrough against an in-process AWS mock (what `make demo` runs)."""
     from reconciler.demo.walkthrough import run_demo
 
-    run_demo(click.echo)
+    run_demo(click.echo, keep)
 
 
 def main(argv: list[str] | None = None) -> None:

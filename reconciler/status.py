@@ -1,14 +1,22 @@
-"""`asg-reconciler status`: what is there now, per node group, and what to worry about. Read-only."""
+"""`asg-reconciler status`: what is there now, per node group, and what to worry about. Read-only.
+
+With `git.url` set, each group is also compared with the manifest on `git.branch` (the same baseline
+arithmetic the planner uses, DESIGN §3.1): increases committed but not applied, approved removals not
+applied, and an AWS desired above the manifest (changed outside the tool, or lowered by hand).
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from reconciler.inventory import GroupInventory, Inventory
 from reconciler.model import CPU, MEMORY
-from reconciler.output import table
+from reconciler.output import table, to_csv
+from reconciler.planning.baseline import baseline
+from reconciler.planning.types import CommittedGroup
 from reconciler.quantity import format_bytes, format_cpu
 
 
@@ -28,6 +36,45 @@ class GroupStatus:
     memory_allocatable: int
     template_source: str
     warnings: tuple[str, ...]
+    # against the manifest on git.branch; None when it was not read or names no such group
+    manifest_desired: int | None = None
+    unapplied_increase: int = 0
+    approved_removals: tuple[str, ...] = ()  # approved on main, instance still in the ASG
+    above_manifest: int = 0  # AWS desired minus what the manifest allows
+    held: bool = False
+
+    @property
+    def manifest_cell(self) -> str:
+        if self.manifest_desired is None:
+            return "-"
+        notes = []
+        if self.unapplied_increase:
+            notes.append(f"+{self.unapplied_increase} to apply")
+        if self.approved_removals:
+            notes.append(f"-{len(self.approved_removals)} approved")
+        if self.above_manifest:
+            notes.append(f"AWS +{self.above_manifest}")
+        if self.held:
+            notes.append("hold")
+        return f"{self.manifest_desired} ({', '.join(notes)})" if notes else str(self.manifest_desired)
+
+
+CSV_COLUMNS = (
+    "name",
+    "min_size",
+    "max_size",
+    "desired",
+    "manifest_desired",
+    "registered",
+    "ready",
+    "unregistered",
+    "instance_type",
+    "cpu_requested",
+    "cpu_allocatable",
+    "memory_requested",
+    "memory_allocatable",
+    "warnings",
+)
 
 
 @dataclass(frozen=True)
@@ -38,11 +85,31 @@ class StatusReport:
     pending_pods: tuple[str, ...]
     unmanaged_nodes: tuple[str, ...]
     warnings: tuple[str, ...]
+    manifest: str | None = None  # where the manifest was read from, when it was
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["read_at"] = self.read_at.isoformat() if self.read_at else None
         return data
+
+    def to_csv(self) -> str:
+        """One row per node group (cluster-wide lists are in the other formats)."""
+        return to_csv([asdict(g) for g in self.groups], CSV_COLUMNS)
+
+
+def manifest_warnings(status: GroupStatus) -> list[str]:
+    """What a person should know about a group's manifest entry versus AWS."""
+    warnings = []
+    if status.approved_removals:
+        warnings.append(
+            f"approved removal not applied yet: {', '.join(status.approved_removals)} (apply drains them)"
+        )
+    if status.above_manifest:
+        warnings.append(
+            f"AWS desired {status.desired} is {status.above_manifest} above the manifest: changed outside "
+            "the tool or lowered by hand; the next plan proposes which instances go"
+        )
+    return warnings
 
 
 def group_warnings(entry: GroupInventory) -> list[str]:
@@ -62,7 +129,14 @@ def group_warnings(entry: GroupInventory) -> list[str]:
     return warnings
 
 
-def build_status(cluster: str, inventory: Inventory) -> StatusReport:
+def build_status(
+    cluster: str,
+    inventory: Inventory,
+    committed: Mapping[str, CommittedGroup] | None = None,
+    manifest: str | None = None,
+    manifest_error: str | None = None,
+) -> StatusReport:
+    """`committed` is the manifest on main (None when not read: no git.url, or `manifest_error`)."""
     groups = []
     for entry in inventory.groups:
         requested_cpu = requested_memory = allocatable_cpu = allocatable_memory = 0
@@ -73,26 +147,37 @@ def build_status(cluster: str, inventory: Inventory) -> StatusReport:
             allocatable_cpu += node.allocatable.get(CPU)
             allocatable_memory += node.allocatable.get(MEMORY)
         template = entry.template
-        groups.append(
-            GroupStatus(
-                name=entry.name,
-                min_size=entry.group.min_size,
-                max_size=entry.group.max_size,
-                desired=entry.group.desired,
-                registered=len(entry.nodes),
-                ready=len(entry.ready_nodes),
-                unregistered=len(entry.unregistered),
-                instance_type=(template.instance_type if template else "")
-                or ",".join(entry.group.instance_types),
-                cpu_requested=requested_cpu,
-                cpu_allocatable=allocatable_cpu,
-                memory_requested=requested_memory,
-                memory_allocatable=allocatable_memory,
-                template_source=template.source if template else "",
-                warnings=tuple(group_warnings(entry)),
-            )
+        entry_on_main = committed.get(entry.name) if committed is not None else None
+        base = baseline(entry.group, entry_on_main)
+        status = GroupStatus(
+            name=entry.name,
+            min_size=entry.group.min_size,
+            max_size=entry.group.max_size,
+            desired=entry.group.desired,
+            registered=len(entry.nodes),
+            ready=len(entry.ready_nodes),
+            unregistered=len(entry.unregistered),
+            instance_type=(template.instance_type if template else "")
+            or ",".join(entry.group.instance_types),
+            cpu_requested=requested_cpu,
+            cpu_allocatable=allocatable_cpu,
+            memory_requested=requested_memory,
+            memory_allocatable=allocatable_memory,
+            template_source=template.source if template else "",
+            warnings=tuple(group_warnings(entry)),
+            manifest_desired=entry_on_main.desired if entry_on_main else None,
+            unapplied_increase=base.unapplied_increase,
+            approved_removals=base.approved_present,
+            above_manifest=base.manual_decrease,
+            held=base.held,
         )
+        extra = manifest_warnings(status)
+        if committed is not None and entry_on_main is None:
+            extra.append("not in the manifest yet: the next plan writes it")
+        groups.append(replace(status, warnings=status.warnings + tuple(extra)))
     warnings = []
+    if manifest_error is not None:
+        warnings.append(f"manifest not compared: {manifest_error}")
     presence = inventory.state.autoscaler
     if presence is not None:
         warnings.append(
@@ -108,6 +193,7 @@ def build_status(cluster: str, inventory: Inventory) -> StatusReport:
         pending_pods=tuple(sorted(p.key for p in inventory.pending)),
         unmanaged_nodes=tuple(sorted(n.name for n in inventory.unmanaged_nodes)),
         warnings=tuple(warnings),
+        manifest=manifest if committed is not None else None,
     )
 
 
@@ -116,11 +202,13 @@ def _share(requested: int, allocatable: int) -> str:
 
 
 def render_status_table(report: StatusReport) -> str:
+    compared = report.manifest is not None
     rows = [
         (
             g.name,
             f"{g.min_size}/{g.max_size}",
             g.desired,
+            *((g.manifest_cell,) if compared else ()),
             f"{g.ready}/{g.registered}",
             g.unregistered,
             g.instance_type or "?",
@@ -131,13 +219,16 @@ def render_status_table(report: StatusReport) -> str:
         )
         for g in report.groups
     ]
-    text = f"cluster {report.cluster}\n\n"
-    text += table(
+    text = f"cluster {report.cluster}\n"
+    if compared:
+        text += f"manifest {report.manifest} (MANIFEST: its target; what differs from AWS in brackets)\n"
+    text += "\n" + table(
         rows,
         [
             "GROUP",
             "MIN/MAX",
             "DESIRED",
+            *(("MANIFEST",) if compared else ()),
             "READY/NODES",
             "UNREGISTERED",
             "TYPE",

@@ -10,14 +10,17 @@ from __future__ import annotations
 import re
 import subprocess
 import tempfile
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
 
-from reconciler.demo.mock_aws import create_groups, mock_aws
+from reconciler.demo.mock_aws import REGION, create_groups, mock_aws
+from reconciler.errors import UserError
 
 Echo = Callable[[str], None]
 _PLACEHOLDER = re.compile(r"\{\{(instance|zone):([\w-]+):(\d+)\}\}")
@@ -63,9 +66,47 @@ class _Session:
         self.echo(f"\n# {text}")
 
 
-def run_demo(echo: Echo) -> None:
-    with tempfile.TemporaryDirectory(prefix="asg-reconciler-demo-") as tmp, mock_aws() as endpoint:
-        workdir = Path(tmp)
+@contextmanager
+def _workdir(keep: Path | None) -> Iterator[Path]:
+    if keep is None:
+        with tempfile.TemporaryDirectory(prefix="asg-reconciler-demo-") as tmp:
+            yield Path(tmp)
+        return
+    if keep.exists() and (not keep.is_dir() or any(keep.iterdir())):
+        raise UserError(f"{keep}: not an empty directory (demo --keep needs a new or empty one)")
+    keep.mkdir(parents=True, exist_ok=True)
+    yield keep.resolve()
+
+
+def _sleep_until_interrupted() -> None:
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+
+
+def _hand_over(echo: Echo, workdir: Path, endpoint: str) -> None:
+    """What a person needs to go on from where the demo stopped, in another shell."""
+    config = workdir / "asg-reconciler.yaml"
+    echo("\n# Your turn: the files stay in " + str(workdir) + "; the mock AWS serves until Ctrl-C.")
+    echo("# In another shell:")
+    echo(
+        f"unset AWS_PROFILE; export AWS_ENDPOINT_URL={endpoint} AWS_ACCESS_KEY_ID=demo "
+        f"AWS_SECRET_ACCESS_KEY=demo AWS_DEFAULT_REGION={REGION}"
+    )
+    echo(f"asg-reconciler status --config {config} --snapshot {workdir / 'busy.yaml'}")
+    echo(f"asg-reconciler plan --dry-run --config {config} --snapshot {workdir / 'quiet.yaml'}")
+    echo(f"asg-reconciler history --config {config}")
+    echo(f"git -C {workdir / 'capacity.git'} log --oneline --all")
+
+
+def run_demo(
+    echo: Echo, keep: Path | None = None, wait: Callable[[], None] = _sleep_until_interrupted
+) -> None:
+    """The walkthrough; with `keep`, its files stay in that directory and the mock AWS keeps serving
+    until `wait` returns (Ctrl-C), so a person can run the commands themselves."""
+    with _workdir(keep) as workdir, mock_aws() as endpoint:
         demo = _Session(echo, workdir)
         echo(f"# asg-reconciler demo: AWS is an in-process moto server at {endpoint}")
         instances = create_groups()
@@ -135,3 +176,6 @@ def run_demo(echo: Echo) -> None:
             "Next: `asg-reconciler apply` syncs main to AWS (SetDesiredCapacity for increases; cordon, drain "
             "and terminate exactly the approved instances) - it arrives with the apply stage."
         )
+        if keep is not None:
+            _hand_over(echo, workdir, endpoint)
+            wait()

@@ -21,7 +21,7 @@ from reconciler.gitops.publish import Published, proposal_branch, publish
 from reconciler.gitops.repo import WorkingCopy
 from reconciler.gitops.state import load_state
 from reconciler.planning.plan import make_plan
-from reconciler.planning.types import Plan, PlanInputs, PlannerMemory
+from reconciler.planning.types import CommittedGroup, Plan, PlanInputs, PlannerMemory
 from reconciler.world import observe
 
 
@@ -51,6 +51,15 @@ def working_copy(config: Config) -> WorkingCopy:
 def read_manifest(text: str | None, label: str) -> Manifest | None:
     """The manifest on main; a broken one is a UserError naming the line (nothing gets written)."""
     return None if text is None else parse_manifest(text, label)
+
+
+def committed_on_main(config: Config) -> tuple[dict[str, CommittedGroup], str]:
+    """The manifest on git.branch as the planner reads it, and where it was read from."""
+    copy = working_copy(config)
+    label = f"{config.git.branch}:{config.manifest_path}"
+    return committed_groups(
+        read_manifest(copy.read_file(config.manifest_path, config.git.branch), label)
+    ), label
 
 
 def _proposed(copy: WorkingCopy, config: Config) -> frozenset[str]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from pathlib import Path
 
@@ -11,6 +13,7 @@ from tests.e2e.cli import run
 from tests.fakes import k8s_objects as k
 from tests.fakes.kube_api import FakeKubeAPI
 from tests.fixtures_aws import MotoAws
+from tests.fixtures_git import ALICE, git
 from tests.fixtures_kube import write_kubeconfig
 
 DISCOVERY = "asg:tag=k8s.io/cluster-autoscaler/enabled,k8s.io/cluster-autoscaler/prod"
@@ -177,3 +180,71 @@ def test_usage_error_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     result = run(capsys, "status", "--output", "xml")
     assert result.code == 2
     assert "Invalid value" in result.err
+
+
+def _manifest(general: str) -> str:
+    return f"version: 1\ncluster: prod\n\nnodeGroups:\n  general:\n{general}"
+
+
+def test_status_compares_each_group_with_the_manifest_on_main(
+    aws: MotoAws, world: tuple[Path, Path], bare_remote: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """AWS says 2 for general; main says 4 with one of its instances approved for removal: 4 - 1 = 3
+    is the target, one to add and one to drain. gpu is not in the manifest. Reading changes nothing."""
+    config, snapshot = world
+    config.write_text(
+        config.read_text() + f"git: {{url: '{bare_remote}', workDir: '{config.parent / 'w'}'}}\n"
+    )
+    groups = aws.autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=["general"])
+    doomed = sorted(i["InstanceId"] for i in groups["AutoScalingGroups"][0]["Instances"])[1]
+    manifest = _manifest(f"    removeInstances: [{doomed}]\n    hold: false\n    desired: 4\n")
+    tip = ALICE.commit(bare_remote, "main", {"capacity/prod.yaml": manifest}, "capacity: by hand")
+
+    result = run(capsys, "status", "--config", str(config), "--snapshot", str(snapshot))
+    assert result.code == 0, result.err
+    assert "manifest main:capacity/prod.yaml" in result.out
+    general = next(line for line in result.out.splitlines() if line.startswith("general "))
+    assert "3 (+2 to apply, -1 approved)" in general
+    assert f"general: approved removal not applied yet: {doomed}" in result.out
+    assert "gpu: not in the manifest yet" in result.out
+
+    report = json.loads(
+        run(capsys, "status", "--config", str(config), "--snapshot", str(snapshot), "-o", "json").out
+    )
+    entry = next(g for g in report["groups"] if g["name"] == "general")
+    assert (entry["manifest_desired"], entry["unapplied_increase"], entry["approved_removals"]) == (
+        3,
+        2,
+        [doomed],
+    )
+    assert report["manifest"] == "main:capacity/prod.yaml"
+    assert git("rev-parse", "refs/heads/main", cwd=bare_remote).strip() == tip
+    assert git("for-each-ref", "--format=%(refname)", cwd=bare_remote).split() == ["refs/heads/main"]
+
+
+def test_status_reports_aws_above_the_manifest(
+    world: tuple[Path, Path], bare_remote: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config, snapshot = world
+    config.write_text(
+        config.read_text() + f"git: {{url: '{bare_remote}', workDir: '{config.parent / 'w'}'}}\n"
+    )
+    ALICE.commit(bare_remote, "main", {"capacity/prod.yaml": _manifest("    desired: 1\n")}, "lowered")
+    result = run(capsys, "status", "--config", str(config), "--snapshot", str(snapshot), "-o", "csv")
+    assert result.code == 0, result.err
+    rows = {r["name"]: r for r in csv.DictReader(io.StringIO(result.out))}
+    assert rows["general"]["desired"] == "2" and rows["general"]["manifest_desired"] == "1"
+    assert "is 1 above the manifest" in rows["general"]["warnings"]
+    assert rows["gpu"]["manifest_desired"] == "-"
+
+
+def test_status_without_a_readable_manifest_still_reports(
+    world: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config, snapshot = world
+    missing = tmp_path / "nowhere.git"
+    config.write_text(config.read_text() + f"git: {{url: '{missing}', workDir: '{tmp_path / 'w'}'}}\n")
+    result = run(capsys, "status", "--config", str(config), "--snapshot", str(snapshot))
+    assert result.code == 0, result.err
+    assert "manifest not compared:" in result.out
+    assert "MANIFEST" not in result.out

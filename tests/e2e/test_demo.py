@@ -1,7 +1,10 @@
 """`make demo` runs `asg-reconciler demo`: it must work from the installed entry point."""
 
+import os
+import signal
 import subprocess
 import sys
+from pathlib import Path
 
 
 def test_demo_runs_end_to_end() -> None:
@@ -16,3 +19,71 @@ def test_demo_runs_end_to_end() -> None:
     assert "ml/train-0 -> demo-gpu" in out  # scale from zero on the GPU group's tags
     assert "Demo Reviewer" in out  # history shows who merged the proposal
     assert "Traceback" not in result.stderr
+
+
+def test_demo_keep_leaves_a_world_to_play_with(tmp_path: Path) -> None:
+    """`demo --keep DIR`: the printed commands work from another process against the still-running
+    mock AWS, and Ctrl-C ends it cleanly with the files left behind."""
+    keep = tmp_path / "playground"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "reconciler", "demo", "--keep", str(keep)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        exports = ""
+        for line in process.stdout:
+            if line.startswith("unset AWS_PROFILE; export "):
+                exports = line
+            if line.startswith("git -C "):  # the last hand-over line
+                break
+        assert exports, process.stderr.read() if process.stderr else ""
+        env = {key: value for key, value in os.environ.items() if not key.startswith("AWS_")} | dict(
+            pair.split("=", 1) for pair in exports.split("export ", 1)[1].split()
+        )
+        env.update(AWS_CONFIG_FILE=os.devnull, AWS_SHARED_CREDENTIALS_FILE=os.devnull)
+        status = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "reconciler",
+                "status",
+                "--config",
+                str(keep / "asg-reconciler.yaml"),
+                "--snapshot",
+                str(keep / "busy.yaml"),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert status.returncode == 0, status.stderr
+        assert "demo-general" in status.stdout and "MANIFEST" in status.stdout  # AWS and Git both read
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=30) == 0
+        assert (keep / "capacity.git").is_dir() and (keep / "busy.yaml").is_file()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def test_demo_keep_refuses_a_directory_with_files(tmp_path: Path) -> None:
+    (tmp_path / "precious.txt").write_text("mine")
+    result = subprocess.run(
+        [sys.executable, "-m", "reconciler", "demo", "--keep", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert (
+        result.stderr.strip()
+        == f"error: {tmp_path}: not an empty directory (demo --keep needs a new or empty one)"
+    )
+    assert [p.name for p in tmp_path.iterdir()] == ["precious.txt"]

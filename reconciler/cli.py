@@ -80,12 +80,12 @@ def status(config_file: str | None, output: str, snapshot: Path | None) -> None:
 
 @cli.command()
 @_config_option
-@_output_option("table", "json", "yaml")
+@_output_option("table", "json", "yaml", "csv")
 @_snapshot_option
 @click.option("--dry-run", is_flag=True, help="Compute and print the plan; write nothing to Git.")
 def plan(config_file: str | None, output: str, snapshot: Path | None, dry_run: bool) -> None:
     """Compute each group's desired capacity; without --dry-run, write it to Git."""
-    from reconciler.plan_render import render_plan_table
+    from reconciler.plan_render import render_plan_csv, render_plan_table
     from reconciler.runtime.plan_stage import plan_once
 
     config = _load(config_file)
@@ -94,6 +94,8 @@ def plan(config_file: str | None, output: str, snapshot: Path | None, dry_run: b
         click.echo(render_plan_table(run.plan), nl=False)
     elif output == "json":
         click.echo(to_json(run.plan.to_dict()), nl=False)
+    elif output == "csv":
+        click.echo(render_plan_csv(run.plan), nl=False)
     else:
         click.echo(to_yaml(run.plan.to_dict()), nl=False)
     if run.published is not None:

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
+from reconciler.output import to_csv
 from reconciler.planning.types import NONE, SCALE_DOWN, Plan
+
+CSV_COLUMNS = ("name", "minSize", "maxSize", "current", "desired", "action", "reasons", "removeInstances")
+
+
+def render_plan_csv(plan: Plan) -> str:
+    """One row per node group, with the JSON output's field names (pending pods are in JSON/YAML)."""
+    rows = [{**g, "reasons": "; ".join(g["reasons"])} for g in plan.to_dict()["nodeGroups"]]
+    return to_csv(rows, CSV_COLUMNS)
 
 
 def render_plan_table(plan: Plan) -> str:

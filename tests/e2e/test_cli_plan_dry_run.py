@@ -3,6 +3,8 @@ the cluster from a kubectl dump, the plan as table and as schema-valid JSON."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -106,6 +108,34 @@ def test_table_reads_like_terraform_plan(
     assert "apps/giant: no node group can help" in result.out
     assert "insufficient cpu: needs 64" in result.out
     assert "Plan: 2 node(s) to add, 0 to remove." in result.out
+
+
+def test_csv_has_one_row_per_group_with_the_json_field_names(
+    aws: MotoAws, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    aws.launch_template("lt", "m5.large")
+    aws.asg("general", max_size=2, tags=TAGS, launch_template="lt")
+    aws.asg("idle", max_size=2, tags=TAGS, launch_template="lt")
+    objects = [pending(f"web-{i}", owner="web", requests={"cpu": "1500m"}) for i in range(2)]
+    cfg, snap = config(tmp_path), snapshot(tmp_path, objects)
+    result = run(capsys, "plan", "--dry-run", "--config", str(cfg), "--snapshot", str(snap), "-o", "csv")
+    assert result.code == 0, result.err
+    rows = list(csv.DictReader(io.StringIO(result.out)))
+    assert list(rows[0]) == [
+        "name",
+        "minSize",
+        "maxSize",
+        "current",
+        "desired",
+        "action",
+        "reasons",
+        "removeInstances",
+    ]
+    by_name = {r["name"]: r for r in rows}
+    assert (by_name["general"]["current"], by_name["general"]["desired"]) == ("0", "2")
+    assert by_name["general"]["action"] == "scale-up"
+    assert by_name["general"]["reasons"] == "2 pending pod(s) need 2 × m5.large"
+    assert by_name["idle"]["action"] == "none"
 
 
 def test_expander_choice_between_groups(

@@ -32,6 +32,9 @@ SAFE_TO_EVICT_LOCAL_VOLUMES = "cluster-autoscaler.kubernetes.io/safe-to-evict-lo
 SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 POD_SCALE_UP_DELAY = "cluster-autoscaler.kubernetes.io/pod-scale-up-delay"
 MIRROR_POD = "kubernetes.io/config.mirror"
+# Apply's cordon: a NoSchedule taint whose value is the commit being applied, so a crashed apply
+# resumes its own drains and never touches a cordon a person made (DESIGN §3.6).
+OWN_DRAIN_TAINT = "asg-reconciler.dev/draining"
 DEFAULT_GRACE_PERIOD_SECONDS = 30
 # CA's PodLongTerminatingExtraThreshold: how far past its grace period a deleted pod counts as stuck.
 LONG_TERMINATING_MARGIN = timedelta(seconds=30)

@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 
 from reconciler.config import ScaleDownConfig
 from reconciler.inventory import GroupInventory
-from reconciler.model import GPU, SCALE_DOWN_DISABLED, Instance, Node, Pod, Scheduling
+from reconciler.model import GPU, OWN_DRAIN_TAINT, SCALE_DOWN_DISABLED, Instance, Node, Pod, Scheduling
 from reconciler.planning.drainability import (
     BLOCKS,
     MOVES,
@@ -46,7 +46,6 @@ from reconciler.planning.predicates import (
 from reconciler.planning.simnode import SimNode
 from reconciler.planning.types import PlanInputs, Removal, UnremovableNode
 
-OWN_DRAIN_TAINT = "asg-reconciler.dev/draining"  # apply's cordon: the node is already being removed
 GPU_LABEL = "k8s.amazonaws.com/accelerator"  # EKS GPU nodes; CA measures them by their GPUs
 IN_SERVICE = "InService"
 LAUNCHING = frozenset({"Pending", "Pending:Wait", "Pending:Proceed", IN_SERVICE})

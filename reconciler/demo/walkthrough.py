@@ -130,8 +130,8 @@ def run_demo(
         demo.run("status", "--config", str(config), "--snapshot", str(quiet))
 
         demo.say(
-            "2. Plan without writing: node ip-10-0-2-20 is nearly idle, so it is proposed for removal by name\n"
-            "#    (the demo config sets scaleDown.unneededTime: 0s; by default a node waits 10m first)"
+            "2. Plan without writing: node ip-10-0-2-20 is nearly idle, so it is proposed for removal by\n"
+            "#    name (the demo config sets scaleDown.unneededTime: 0s; by default a node waits 10m first)"
         )
         demo.run("plan", "--dry-run", "--config", str(config), "--snapshot", str(quiet))
 

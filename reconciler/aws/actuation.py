@@ -1,0 +1,90 @@
+"""The only AWS calls that change anything, and only the two shapes DESIGN §3.2 allows.
+
+An increase is SetDesiredCapacity to a larger number. A decrease is never a number: it is
+TerminateInstanceInAutoScalingGroup of one named instance with ShouldDecrementDesiredCapacity, so
+AWS never picks which node dies. Each call re-reads the group first, so a decision made a minute
+ago cannot act on a group that moved since. Throttling retries are botocore's (aws/clients.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from reconciler.aws.clients import aws_errors
+from reconciler.errors import OperationError, RefusedError
+
+if TYPE_CHECKING:
+    from mypy_boto3_autoscaling import AutoScalingClient
+
+IN_SERVICE = "InService"
+
+
+@dataclass(frozen=True)
+class GroupNow:
+    """A group as AWS reports it at this moment."""
+
+    name: str
+    desired: int
+    min_size: int
+    max_size: int
+    instances: dict[str, str]  # instance id -> lifecycle state
+
+
+class Actuator:
+    def __init__(self, autoscaling: AutoScalingClient) -> None:
+        self.autoscaling = autoscaling
+
+    def describe(self, name: str) -> GroupNow:
+        with aws_errors(f"describing {name}"):
+            found = self.autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[name])
+        groups = found.get("AutoScalingGroups", [])
+        if not groups:
+            raise OperationError(f"asg {name}: no longer exists")
+        asg = groups[0]
+        return GroupNow(
+            name=name,
+            desired=asg["DesiredCapacity"],
+            min_size=asg["MinSize"],
+            max_size=asg["MaxSize"],
+            instances={i["InstanceId"]: str(i.get("LifecycleState", "")) for i in asg.get("Instances", [])},
+        )
+
+    def raise_desired(self, name: str, expected: int, desired: int) -> GroupNow:
+        """Set desired to `desired`, which must be above what AWS has; `expected` is the value the
+        decision was made from, so a group changed in between is refused rather than overwritten."""
+        now = self.describe(name)
+        if now.desired != expected:
+            raise RefusedError(
+                f"asg {name}: desired changed from {expected} to {now.desired} while applying; "
+                "not raising it (the next apply decides again)"
+            )
+        if desired <= now.desired:
+            raise RefusedError(
+                f"asg {name}: {now.desired} -> {desired} is not an increase; apply never lowers"
+            )
+        if desired > now.max_size:
+            raise RefusedError(f"asg {name}: {desired} is above the ASG's max size {now.max_size}")
+        with aws_errors(f"raising {name} to {desired}"):
+            self.autoscaling.set_desired_capacity(
+                AutoScalingGroupName=name, DesiredCapacity=desired, HonorCooldown=False
+            )
+        return self.describe(name)
+
+    def terminate(self, name: str, instance_id: str) -> GroupNow:
+        """Terminate exactly `instance_id`, decrementing desired by one; refused when the instance is
+        not an in-service member of the group (already gone, Standby, another group's)."""
+        now = self.describe(name)
+        state = now.instances.get(instance_id)
+        if state != IN_SERVICE:
+            where = f"is {state}" if state else "is not in the group"
+            raise RefusedError(f"asg {name}: instance {instance_id} {where}; not terminating it")
+        if now.desired - 1 < now.min_size:
+            raise RefusedError(
+                f"asg {name}: terminating {instance_id} would take desired below min size {now.min_size}"
+            )
+        with aws_errors(f"terminating {instance_id} in {name}"):
+            self.autoscaling.terminate_instance_in_auto_scaling_group(
+                InstanceId=instance_id, ShouldDecrementDesiredCapacity=True
+            )
+        return self.describe(name)

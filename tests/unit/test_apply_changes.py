@@ -1,0 +1,47 @@
+"""Tracing each approved removal to the first-parent commit of main that added it (rule 4)."""
+
+from __future__ import annotations
+
+from reconciler.apply.changes import Introduced, trace_removals
+from reconciler.gitops.manifest import GroupEntry, Manifest, Removal
+
+
+def manifest(**groups: tuple[str, ...]) -> Manifest:
+    return Manifest(
+        "prod",
+        tuple(GroupEntry(n, 5, remove_instances=tuple(Removal(i) for i in ids)) for n, ids in groups.items()),
+    )
+
+
+def test_each_removal_maps_to_the_commit_that_added_it() -> None:
+    history = {  # newest first, as the first-parent walk goes
+        "c4": manifest(a=("i-1", "i-2"), b=("i-9",)),  # a scale-up commit: adds nothing to remove
+        "c3": manifest(a=("i-1", "i-2"), b=("i-9",)),  # merge of a proposal adding i-2 and i-9
+        "c2": manifest(a=("i-1",), b=()),
+        "c1": manifest(a=(), b=()),
+    }
+    seen: list[str] = []
+
+    def at(sha: str) -> Manifest | None:
+        seen.append(sha)
+        return history.get(sha)
+
+    found = trace_removals(["c4", "c3", "c2", "c1", "c0"], at)
+    assert found == {
+        ("a", "i-1"): Introduced("a", "i-1", "c2"),
+        ("a", "i-2"): Introduced("a", "i-2", "c3"),
+        ("b", "i-9"): Introduced("b", "i-9", "c3"),
+    }
+    assert seen == ["c4", "c3", "c2", "c1"]  # stops once everything is traced
+
+
+def test_a_removal_withdrawn_and_added_again_is_gated_by_its_newest_addition() -> None:
+    history = {"c3": manifest(a=("i-1",)), "c2": manifest(a=()), "c1": manifest(a=("i-1",))}
+    assert trace_removals(["c3", "c2", "c1"], history.get)[("a", "i-1")].commit == "c3"
+
+
+def test_listed_since_the_first_commit_and_empty_targets() -> None:
+    history = {"c2": manifest(a=("i-1",)), "c1": manifest(a=("i-1",))}
+    assert trace_removals(["c2", "c1"], history.get)[("a", "i-1")].commit == "c1"
+    assert trace_removals(["c9"], lambda _sha: None) == {}
+    assert trace_removals([], history.get) == {}

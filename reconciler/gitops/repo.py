@@ -19,7 +19,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -283,6 +283,136 @@ class WorkingCopy:
                     found.append(CommitInfo(sha, an, ae, cn, ce, subject))
             return found
 
+    def first_parent(self, ref: str, *, since: str | None = None) -> list[str]:
+        """`ref`'s first-parent line, newest first (`ref`: a branch of the remote or any commit-ish).
+
+        With `since`, only the commits after it (`since..ref`); [] when `ref` does not resolve.
+        """
+        with self._locked():
+            tip = self._resolve(f"refs/remotes/{REMOTE}/{ref}") or self._resolve(ref)
+            if tip is None:
+                return []
+            out = self._git("rev-list", "--first-parent", f"{since}..{tip}" if since else tip, "--")
+            return out.split()
+
+    # ------------------------------------------------------------------------------------ git notes
+    # A notes ref (`refs/notes/...`) is mirrored under its own name here, so `git log --notes=<ref>`
+    # in the work dir (what `history` runs) sees what the remote has. It is only ever fast-forwarded
+    # on the remote: a writer that lost a race fetches and re-applies its change (`update_note`).
+
+    def fetch_notes(self, ref: str) -> str | None:
+        """Make the local `ref` exactly the remote's; its tip, or None when the remote has none."""
+        with self._locked():
+            try:
+                self._git("fetch", "--no-tags", REMOTE, f"+{ref}:{ref}")
+            except OperationError:
+                if self._git("ls-remote", REMOTE, ref).strip():
+                    raise  # it is there: the fetch failed for another reason
+                if self._resolve(ref) is not None:
+                    self._git("update-ref", "-d", ref)
+                return None
+            return self._resolve(ref)
+
+    def read_note(self, ref: str, commit: str) -> str | None:
+        """The note `commit` has on the local `ref` (exactly as stored), or None."""
+        with self._locked():
+            repo = self._open()
+            if self._resolve(ref) is None:
+                return None
+            try:
+                blob: str = repo.git.notes(f"--ref={ref}", "list", commit)
+            except git.GitCommandError as exc:
+                if exc.status == 1:  # "no note found for object"
+                    return None
+                raise self._failure("notes", exc) from None
+            return self._blob_text(blob.strip())
+
+    def read_notes(self, ref: str, commits: Collection[str] | None = None) -> dict[str, str]:
+        """commit -> note text for every note on the local `ref` (only `commits`, when given)."""
+        with self._locked():
+            if self._resolve(ref) is None:
+                return {}
+            found: dict[str, str] = {}
+            for line in self._git("notes", f"--ref={ref}", "list").splitlines():
+                blob, _, target = line.partition(" ")
+                if commits is None or target in commits:
+                    found[target] = self._blob_text(blob)
+            return found
+
+    def write_note(
+        self, ref: str, commit: str, text: str, message: str, *, identity: Identity | None = None
+    ) -> str:
+        """Set `commit`'s note on the local `ref` to `text`: a new notes commit by `identity`.
+
+        Nothing is pushed (`push_notes` publishes). Text and message never carry the git token.
+        """
+        with self._locked():
+            repo = self._open()
+            env = _identity_env(identity or self.identity)
+            data = redact(text, (self._token,)).encode("utf-8")
+            blob = _text(repo.odb.store(IStream(b"blob", len(data), io.BytesIO(data))).hexsha)
+            parent = self._resolve(ref)
+            try:  # git notes knows the fan-out of a notes tree; we keep only the tree it writes
+                repo.git.notes(f"--ref={ref}", "add", "-f", "-C", blob, commit, env=env)
+            except git.GitCommandError as exc:
+                raise self._failure("notes", exc) from None
+            tree = self._git("rev-parse", f"{ref}^{{tree}}")
+            with tempfile.TemporaryDirectory(dir=repo.git_dir, prefix="index-") as scratch:
+                message_file = Path(scratch, "message")
+                message_file.write_text(redact(message, (self._token,)), encoding="utf-8")
+                parents = ["-p", parent] if parent else []
+                sha: str = repo.git.commit_tree(tree, *parents, "-F", str(message_file), env=env)
+            self._git("update-ref", ref, sha)
+            return sha
+
+    def push_notes(self, ref: str) -> None:
+        """Fast-forward the remote's `ref` to the local one (never forced); PushRejected if it moved."""
+        with self._locked():
+            infos = self._remote_push(f"{ref}:{ref}", None)
+            self._check_push(infos, ref)
+
+    def update_note(
+        self,
+        ref: str,
+        commit: str,
+        change: Callable[[str | None], Update | None],
+        *,
+        identity: Identity | None = None,
+        attempts: int = 5,
+        wait_initial: float = 0.5,
+        wait_max: float = 8.0,
+    ) -> str | None:
+        """Fetch `ref`, set `commit`'s note to `change(current note)` and push; on a rejected push again.
+
+        `change` gets the note as it is on the freshly fetched ref (None when there is none) and
+        returns the new text and the notes commit's message, or None for nothing to do: that is where
+        the caller merges its change into another writer's. Each attempt holds the work dir's lock
+        from fetch to push. Returns the new notes commit, or None. Never force-pushes.
+        """
+        retrying = Retrying(
+            retry=retry_if_exception_type(PushRejected),
+            stop=stop_after_attempt(attempts),
+            wait=wait_exponential(multiplier=wait_initial, max=wait_max) + wait_random(0, wait_initial),
+            reraise=True,
+        )
+        try:
+            for attempt in retrying:
+                with attempt, self._locked():
+                    self.fetch_notes(ref)
+                    current = self.read_note(ref, commit)
+                    wanted = change(current)
+                    if wanted is None or wanted.text == current:
+                        return None
+                    sha = self.write_note(ref, commit, wanted.text, wanted.message, identity=identity)
+                    self.push_notes(ref)
+                    return sha
+        except PushRejected:
+            raise OperationError(
+                f"git push to {ref} of {self.shown_url} was rejected {attempts} times:"
+                " other writers keep moving it; try again later"
+            ) from None
+        return None  # pragma: no cover - the loop always returns or raises
+
     # ------------------------------------------------------------------------------------ internals
 
     def _push(self, sha: str, branch: str, lease: str | None) -> None:
@@ -320,6 +450,10 @@ class WorkingCopy:
             if info.flags & (git.PushInfo.REMOTE_REJECTED | git.PushInfo.REMOTE_FAILURE | git.PushInfo.ERROR):
                 summary = redact(info.summary.strip(), (self._token,))
                 raise OperationError(f"git push to {branch} of {self.shown_url} was refused: {summary}")
+
+    def _blob_text(self, blob: str) -> str:
+        data: bytes = self._open().odb.stream(bytes.fromhex(blob)).read()
+        return data.decode("utf-8", errors="replace")
 
     def _resolve(self, ref: str) -> str | None:
         try:
@@ -436,6 +570,15 @@ def git_reason(exc: Exception) -> str:
             if line.startswith(prefix):
                 return line[len(prefix) :].strip()
     return lines[-1] if lines else "failed"
+
+
+def _identity_env(identity: Identity) -> dict[str, str]:
+    return {
+        "GIT_AUTHOR_NAME": identity.name,
+        "GIT_AUTHOR_EMAIL": identity.email,
+        "GIT_COMMITTER_NAME": identity.name,
+        "GIT_COMMITTER_EMAIL": identity.email,
+    }
 
 
 def _text(value: bytes | str) -> str:

@@ -1,0 +1,303 @@
+"""Marking and draining the nodes an approved scale-down removes (DESIGN §3.6).
+
+The mark is a NoSchedule taint of our own whose value is the commit being applied: never
+`spec.unschedulable`, which is a person's `kubectl cordon`, so a crashed apply can find and resume
+exactly its own drains and leave everyone else's cordons alone. Pods leave through the policy/v1
+eviction subresource, as cluster-autoscaler and `kubectl drain` do, so PodDisruptionBudgets are
+honoured by the API server itself; when a budget says "not now" we wait and retry until the drain
+timeout rather than forcing a delete.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import orjson
+import urllib3
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from reconciler.durations import format_duration
+from reconciler.errors import OperationError
+from reconciler.kube.live import _api_error as live_api_error
+from reconciler.kube.live import _unreachable
+from reconciler.model import MIRROR_POD, OWN_DRAIN_TAINT
+
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+_CONFLICT_RETRIES = 5
+_PAGE = 500
+_MERGE_PATCH = "application/merge-patch+json"
+_FINISHED = ("Succeeded", "Failed")
+# The API server names the budget in its 429: "The disruption budget web needs 2 healthy pods ...".
+_BUDGET = re.compile(r"disruption budget ([a-z0-9](?:[-a-z0-9.]*[a-z0-9])?)\b")
+_SHOWN = 5  # pods named in an incomplete drain's reason; the rest are counted
+
+
+@dataclass(frozen=True, slots=True)
+class DrainResult:
+    """What one drain did. `evicted` lists "ns/name" of the pods whose eviction the API accepted;
+    `reason` is one line saying why the drain is incomplete (empty when complete)."""
+
+    node: str
+    evicted: tuple[str, ...]
+    complete: bool
+    reason: str
+
+
+class NodeDrainer:
+    """Marks, drains and unmarks nodes through one API server."""
+
+    def __init__(
+        self,
+        api: k8s.ApiClient,
+        *,
+        timeout: timedelta,
+        poll_seconds: float = 2.0,
+        sleep: Callable[[float], None] = time.sleep,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.api = api
+        self.core = k8s.CoreV1Api(api)
+        self.timeout = timeout
+        self.poll_seconds = poll_seconds
+        self._sleep = sleep
+        self._monotonic = monotonic
+
+    # ------------------------------------------------------------------ the mark
+
+    def mark(self, node: str, commit: str) -> None:
+        """Taint `node` NoSchedule with `commit` (40 hex digits), so nothing new lands on it while it
+        drains. Idempotent; a mark from another commit is taken over (a newer apply adopts it).
+        Raises OperationError when the node does not exist."""
+        if not _COMMIT.fullmatch(commit):
+            raise ValueError(f"a drain mark carries a full 40-hex commit id, not {commit!r}")
+        wanted = {"key": OWN_DRAIN_TAINT, "value": commit, "effect": "NoSchedule"}
+
+        def change(taints: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+            ours = [t for t in taints if t.get("key") == OWN_DRAIN_TAINT]
+            if len(ours) == 1 and ours[0] == wanted:
+                return None
+            at = next((i for i, t in enumerate(taints) if t.get("key") == OWN_DRAIN_TAINT), len(taints))
+            others = [t for t in taints if t.get("key") != OWN_DRAIN_TAINT]
+            return [*others[:at], wanted, *others[at:]]
+
+        if not self._update_taints(node, change, "mark"):
+            raise OperationError(f"cannot mark node {node} for draining: it is not in the cluster")
+
+    def unmark(self, node: str) -> None:
+        """Remove our taint only; other taints and a person's cordon (`spec.unschedulable`) stay.
+        A node without our taint, or gone, is left as it is."""
+
+        def change(taints: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+            if not any(t.get("key") == OWN_DRAIN_TAINT for t in taints):
+                return None
+            return [t for t in taints if t.get("key") != OWN_DRAIN_TAINT]
+
+        self._update_taints(node, change, "unmark")
+
+    def marked(self) -> dict[str, str]:
+        """Every node carrying our taint, with the commit it names: the drains a crashed apply left
+        behind, for the next apply to resume."""
+        found: dict[str, str] = {}
+        for item in self._list("nodes", self.core.list_node, {}):
+            for taint in (item.get("spec") or {}).get("taints") or []:
+                if taint.get("key") == OWN_DRAIN_TAINT:
+                    found[item["metadata"]["name"]] = str(taint.get("value") or "")
+        return found
+
+    def _update_taints(
+        self,
+        node: str,
+        change: Callable[[list[dict[str, Any]]], list[dict[str, Any]] | None],
+        action: str,
+    ) -> bool:
+        """Read-modify-write of spec.taints guarded by the node's resourceVersion, so a taint or
+        cordon someone adds meanwhile is never lost (409 -> read again). False if the node is gone."""
+        for _ in range(_CONFLICT_RETRIES):
+            current = self._read_node(node)
+            if current is None:
+                return False
+            taints = list((current.get("spec") or {}).get("taints") or [])
+            new = change(taints)
+            if new is None:
+                return True
+            patch = {
+                "metadata": {"resourceVersion": current["metadata"]["resourceVersion"]},
+                "spec": {"taints": new or None},  # null removes the field, as an empty list would
+            }
+            try:
+                self.core.patch_node(node, patch, _content_type=_MERGE_PATCH, _preload_content=False)
+                return True
+            except ApiException as exc:
+                if exc.status == 409:
+                    continue
+                if exc.status == 404:
+                    return False
+                raise _api_error(f"{action} node {node}", exc) from None
+            except urllib3.exceptions.HTTPError as exc:
+                raise _unreachable(self.api, exc) from None
+        raise OperationError(
+            f"Kubernetes API: {action} node {node}: it kept changing under us ({_CONFLICT_RETRIES} conflicts)"
+        )
+
+    def _read_node(self, node: str) -> dict[str, Any] | None:
+        try:
+            response: Any = self.core.read_node(node, _preload_content=False)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise _api_error(f"read node {node}", exc) from None
+        except urllib3.exceptions.HTTPError as exc:
+            raise _unreachable(self.api, exc) from None
+        document: dict[str, Any] = orjson.loads(response.data)
+        return document
+
+    # ------------------------------------------------------------------ the drain
+
+    def drain(self, node: str) -> DrainResult:
+        """Evict every pod that must leave `node` and wait until they are gone or the timeout passes.
+
+        Mark the node first, or evicted pods may be scheduled straight back. DaemonSet pods, mirror
+        pods and finished pods stay (the node's end takes them), as in cluster-autoscaler. A pod
+        whose budget forbids eviction now is retried every poll; pods already being deleted count
+        until they are gone. Never deletes a pod directly.
+        """
+        deadline = self._monotonic() + self.timeout.total_seconds()
+        evicted: list[str] = []
+        accepted: set[str] = set()  # uids whose eviction the API accepted
+        looked_again = False
+        while True:
+            pods = [p for p in self._pods(node) if not _stays(p)]
+            if not pods:
+                return DrainResult(node, tuple(evicted), True, "")
+            waiting: dict[str, str] = {}  # every pod still there, with why
+            blocked = False  # anything that only time can change
+            for pod in pods:
+                meta = pod["metadata"]
+                name = f"{meta.get('namespace', '')}/{meta['name']}"
+                uid = str(meta.get("uid", ""))
+                if meta.get("deletionTimestamp"):
+                    waiting[name], blocked = "still terminating", True
+                    continue
+                if uid and uid in accepted:
+                    waiting[name], blocked = "evicted, not terminating yet", True
+                    continue
+                outcome, why = self._evict(meta)
+                if outcome == "accepted":
+                    accepted.add(uid)
+                    evicted.append(name)
+                    waiting[name] = "evicted just now"
+                elif outcome == "gone":
+                    waiting[name] = "gone, still listed"
+                elif outcome == "blocked":
+                    waiting[name], blocked = why, True
+                elif outcome == "failed":
+                    return DrainResult(node, tuple(evicted), False, f"evict {name}: {why}")
+            now = self._monotonic()
+            if not blocked and not looked_again and now < deadline:
+                looked_again = True  # every pod seen was just evicted or gone: look again at once
+                continue
+            looked_again = False
+            if now >= deadline:
+                return DrainResult(node, tuple(evicted), False, self._timed_out(waiting))
+            self._sleep(min(self.poll_seconds, deadline - now))
+
+    def _timed_out(self, waiting: Mapping[str, str]) -> str:
+        shown = [f"{name} ({why})" for name, why in list(waiting.items())[:_SHOWN]]
+        more = len(waiting) - len(shown)
+        if more:
+            shown.append(f"and {more} more")
+        count = len(waiting)
+        return (
+            f"{count} pod{'s' if count != 1 else ''} still on the node after "
+            f"{format_duration(self.timeout)}: {', '.join(shown)}"
+        )
+
+    def _evict(self, meta: Mapping[str, Any]) -> tuple[str, str]:
+        """("accepted" | "gone" | "blocked" | "failed", why)."""
+        namespace, name = meta.get("namespace", ""), meta["name"]
+        body = k8s.V1Eviction(
+            api_version="policy/v1",
+            kind="Eviction",
+            metadata=k8s.V1ObjectMeta(name=name, namespace=namespace),
+        )
+        try:
+            self.core.create_namespaced_pod_eviction(name, namespace, body, _preload_content=False)
+            return "accepted", ""
+        except ApiException as exc:
+            if exc.status == 404:
+                return "gone", ""
+            if exc.status == 429:
+                return "blocked", _blocked_reason(namespace, exc)
+            return "failed", _one_line(exc)
+        except urllib3.exceptions.HTTPError as exc:
+            raise _unreachable(self.api, exc) from None
+
+    def _pods(self, node: str) -> Iterator[dict[str, Any]]:
+        selector = {"field_selector": f"spec.nodeName={node}"}
+        return self._list("pods", self.core.list_pod_for_all_namespaces, selector)
+
+    def _list(self, what: str, call: Callable[..., Any], params: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        token: str | None = None
+        while True:
+            try:
+                response = call(limit=_PAGE, _continue=token, _preload_content=False, **params)
+            except ApiException as exc:
+                raise _api_error(f"list {what}", exc) from None
+            except urllib3.exceptions.HTTPError as exc:
+                raise _unreachable(self.api, exc) from None
+            page = orjson.loads(response.data)
+            yield from page.get("items") or []
+            token = (page.get("metadata") or {}).get("continue") or None
+            if token is None:
+                return
+
+
+def _stays(pod: Mapping[str, Any]) -> bool:
+    """Pods a drain leaves: DaemonSet pods (their controller ignores our taint and would only
+    recreate them), mirror pods (the kubelet owns them) and pods that have finished."""
+    meta = pod.get("metadata") or {}
+    if MIRROR_POD in (meta.get("annotations") or {}):
+        return True
+    if (pod.get("status") or {}).get("phase") in _FINISHED:
+        return True
+    owners = meta.get("ownerReferences") or []
+    return any(o.get("controller") and o.get("kind") == "DaemonSet" for o in owners)
+
+
+def _status(exc: ApiException) -> dict[str, Any]:
+    try:
+        body = orjson.loads(exc.body or b"")
+    except orjson.JSONDecodeError:
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def _blocked_reason(namespace: str, exc: ApiException) -> str:
+    status = _status(exc)
+    texts = [str(c.get("message", "")) for c in (status.get("details") or {}).get("causes") or []]
+    texts.append(str(status.get("message", "")))
+    for text in texts:
+        match = _BUDGET.search(text)
+        if match:
+            return f"pdb {namespace}/{match[1]} allows no disruption"
+    return f"eviction refused for now: {_one_line(exc)}"
+
+
+def _api_error(action: str, exc: ApiException) -> OperationError:
+    if exc.status in (401, 403):
+        return live_api_error(action, exc)
+    return OperationError(f"Kubernetes API: {action}: {_one_line(exc)}")
+
+
+def _one_line(exc: ApiException) -> str:
+    message = str(_status(exc).get("message") or exc.reason or "error").strip()
+    message = message.splitlines()[0] if message else "error"
+    if len(message) > 200:
+        message = message[:197] + "..."
+    return f"HTTP {exc.status} {message}"

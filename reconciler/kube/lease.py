@@ -1,0 +1,290 @@
+"""The apply Lease: one apply at a time per cluster (DESIGN §3.6).
+
+Two applies draining and terminating at once could each be right alone and wrong together (both
+remove the last spare node), so every non-dry-run apply holds `asg-reconciler-apply-<cluster>`.
+Every write carries the resourceVersion it was decided on: of two racing acquirers the API server
+lets exactly one through and the other re-reads and decides again. Expiry is judged on the holder's
+renewTime against our clock, so keep node clocks in sync (skew shortens or lengthens the wait).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from types import TracebackType
+from typing import Any, NoReturn
+
+import orjson
+import urllib3
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from reconciler.errors import OperationError, RefusedError
+from reconciler.kube.live import _api_error, _unreachable
+
+_ATTEMPTS = 5
+_MERGE_PATCH = "application/merge-patch+json"
+
+
+class LeaseLost(OperationError):
+    """Someone else holds the lease we thought was ours: stop changing the cluster."""
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def micro_time(when: datetime) -> str:
+    """MicroTime as the API server parses it: RFC 3339 with exactly six fractional digits."""
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _parse_time(text: Any) -> datetime | None:
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+class ApplyLease:
+    """The apply Lease of one cluster. As a context manager it acquires, renews on a daemon thread
+    every third of the duration, and releases on exit; call `check()` before each step that changes
+    the cluster or AWS, since a renewal may fail between steps."""
+
+    def __init__(
+        self,
+        api: k8s.ApiClient,
+        cluster: str,
+        *,
+        namespace: str = "kube-system",
+        identity: str | None = None,
+        duration_seconds: int = 60,
+        renew_every: float | None = None,
+        now: Callable[[], datetime] = _utcnow,
+    ) -> None:
+        self.api = api
+        self.coordination = k8s.CoordinationV1Api(api)
+        self.name = f"asg-reconciler-apply-{cluster}"
+        self.namespace = namespace
+        self.identity = identity or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
+        self.duration_seconds = duration_seconds
+        self.renew_every = renew_every if renew_every is not None else duration_seconds / 3
+        self._now = now
+        self._lock = threading.Lock()
+        self._resource_version = ""
+        self._renewed: datetime | None = None  # when we last wrote the lease as ours; None: not held
+        self._lost: OperationError | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def where(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def held(self) -> bool:
+        return self._renewed is not None and self._lost is None
+
+    # ------------------------------------------------------------------ acquire / renew / release
+
+    def acquire(self) -> None:
+        """Create the Lease, or take it over when released or expired (renewTime +
+        leaseDurationSeconds in the past). Raises RefusedError while another holder keeps it fresh."""
+        with self._lock:
+            for _ in range(_ATTEMPTS):
+                current = self._read()
+                now = self._now()
+                if current is None:
+                    if self._create(now):
+                        return
+                    continue  # someone created it first: look at who
+                spec = current.get("spec") or {}
+                holder = str(spec.get("holderIdentity") or "")
+                if holder and holder != self.identity:
+                    renewed = _parse_time(spec.get("renewTime")) or _parse_time(spec.get("acquireTime"))
+                    duration = int(spec.get("leaseDurationSeconds") or self.duration_seconds)
+                    if renewed is not None and renewed + timedelta(seconds=duration) > now:
+                        ago = max(0, int((now - renewed).total_seconds()))
+                        raise RefusedError(
+                            f"another apply holds lease {self.where} (holder {holder}, renewed {ago}s ago)"
+                        )
+                fields: dict[str, Any] = {
+                    "holderIdentity": self.identity,
+                    "leaseDurationSeconds": self.duration_seconds,
+                    "renewTime": micro_time(now),
+                }
+                if holder != self.identity:
+                    fields["acquireTime"] = micro_time(now)
+                    fields["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + 1
+                outcome = self._patch(current["metadata"]["resourceVersion"], fields, "acquire")
+                if outcome == "ok":
+                    self._renewed, self._lost = now, None
+                    return
+            raise OperationError(f"Kubernetes API: acquire lease {self.where}: it kept changing under us")
+
+    def renew(self) -> None:
+        """Move renewTime to now. Raises LeaseLost when someone else holds the lease now."""
+        with self._lock:
+            if self._lost is not None:
+                raise self._lost
+            if self._renewed is None:
+                raise OperationError(f"lease {self.where} is not held: acquire it first")
+            now = self._now()
+            version = self._resource_version
+            for _ in range(_ATTEMPTS):
+                outcome = self._patch(version, {"renewTime": micro_time(now)}, "renew")
+                if outcome == "ok":
+                    self._renewed = now
+                    return
+                current = self._read() if outcome == "conflict" else None
+                if current is None:
+                    self._lose(f"lease {self.where} was deleted")
+                holder = str((current.get("spec") or {}).get("holderIdentity") or "")
+                if holder != self.identity:
+                    self._lose(f"lease {self.where} is now held by {holder or 'nobody'}")
+                version = current["metadata"]["resourceVersion"]
+            raise OperationError(f"Kubernetes API: renew lease {self.where}: it kept changing under us")
+
+    def release(self) -> None:
+        """Clear holderIdentity so the next apply need not wait for expiry; only if still ours."""
+        with self._lock:
+            if self._renewed is None:
+                return
+            try:
+                for _ in range(_ATTEMPTS):
+                    current = self._read()
+                    spec = (current or {}).get("spec") or {}
+                    if current is None or spec.get("holderIdentity") != self.identity:
+                        return
+                    fields = {"holderIdentity": None, "renewTime": micro_time(self._now())}
+                    if self._patch(current["metadata"]["resourceVersion"], fields, "release") != "conflict":
+                        return
+                raise OperationError(f"Kubernetes API: release lease {self.where}: it kept changing under us")
+            finally:
+                self._renewed = None
+
+    def check(self) -> None:
+        """Raise unless the lease is ours and was renewed within its duration."""
+        if self._lost is not None:
+            raise self._lost
+        renewed = self._renewed
+        if renewed is None:
+            raise OperationError(f"lease {self.where} is not held")
+        age = (self._now() - renewed).total_seconds()
+        if age >= self.duration_seconds:
+            raise OperationError(
+                f"lease {self.where} was not renewed for {int(age)}s (duration {self.duration_seconds}s): "
+                "another apply may have taken it"
+            )
+
+    # ------------------------------------------------------------------ context manager
+
+    def __enter__(self) -> ApplyLease:
+        self.acquire()
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._keep_renewing, name=f"lease-{self.name}", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        try:
+            self.release()
+        except OperationError:
+            if exc is None:
+                raise  # the lease expires by itself; an error already on its way matters more
+
+    def _keep_renewing(self) -> None:
+        while not self._stop.wait(self.renew_every):
+            try:
+                self.renew()
+            except LeaseLost:
+                return
+            except OperationError:
+                continue  # a blip: the next tick retries, and check() fails once the lease lapses
+
+    # ------------------------------------------------------------------ API calls (lock held)
+
+    def _lose(self, why: str) -> NoReturn:
+        self._lost = LeaseLost(f"{why}: this apply must stop changing the cluster")
+        raise self._lost
+
+    def _read(self) -> dict[str, Any] | None:
+        try:
+            response: Any = self.coordination.read_namespaced_lease(
+                self.name, self.namespace, _preload_content=False
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise _api_error(f"read lease {self.where}", exc) from None
+        except urllib3.exceptions.HTTPError as exc:
+            raise _unreachable(self.api, exc) from None
+        document: dict[str, Any] = orjson.loads(response.data)
+        return document
+
+    def _create(self, now: datetime) -> bool:
+        """False when the Lease already exists (409)."""
+        # The client's model serializes datetimes with isoformat(), which leaves out a zero fraction
+        # that the API server's MicroTime parser requires; a microsecond more keeps it there.
+        stamp = now if now.microsecond else now + timedelta(microseconds=1)
+        body = k8s.V1Lease(
+            metadata=k8s.V1ObjectMeta(name=self.name, namespace=self.namespace),
+            spec=k8s.V1LeaseSpec(
+                holder_identity=self.identity,
+                lease_duration_seconds=self.duration_seconds,
+                acquire_time=stamp,
+                renew_time=stamp,
+                lease_transitions=0,
+            ),
+        )
+        try:
+            response: Any = self.coordination.create_namespaced_lease(
+                self.namespace, body, _preload_content=False
+            )
+        except ApiException as exc:
+            if exc.status == 409:
+                return False
+            raise _api_error(f"create lease {self.where}", exc) from None
+        except urllib3.exceptions.HTTPError as exc:
+            raise _unreachable(self.api, exc) from None
+        self._remember(response.data)
+        self._renewed, self._lost = now, None
+        return True
+
+    def _patch(self, version: str, fields: dict[str, Any], action: str) -> str:
+        """Merge `fields` into spec, guarded by `version`: "ok", "conflict" (409) or "gone" (404)."""
+        patch = {"metadata": {"resourceVersion": version}, "spec": fields}
+        try:
+            response: Any = self.coordination.patch_namespaced_lease(
+                self.name, self.namespace, patch, _content_type=_MERGE_PATCH, _preload_content=False
+            )
+        except ApiException as exc:
+            if exc.status == 409:
+                return "conflict"
+            if exc.status == 404:
+                return "gone"
+            raise _api_error(f"{action} lease {self.where}", exc) from None
+        except urllib3.exceptions.HTTPError as exc:
+            raise _unreachable(self.api, exc) from None
+        self._remember(response.data)
+        return "ok"
+
+    def _remember(self, data: bytes) -> None:
+        self._resource_version = str(orjson.loads(data)["metadata"]["resourceVersion"])

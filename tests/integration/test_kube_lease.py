@@ -1,0 +1,317 @@
+"""ApplyLease against the fake API over HTTP: one apply at a time, takeover only after expiry, and
+of two racing acquirers exactly one wins (resourceVersion / AlreadyExists decide)."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from reconciler.errors import OperationError, RefusedError
+from reconciler.kube.lease import ApplyLease, LeaseLost, micro_time
+from tests.fakes import k8s_objects as k
+from tests.fakes.kube_api import FakeKubeAPI
+from tests.fixtures_kube import make_api_client
+
+NAME = "asg-reconciler-apply-prod"
+T0 = datetime(2026, 1, 1, 12, 0, 0, 250_000, tzinfo=UTC)
+
+
+class Clock:
+    def __init__(self, start: datetime = T0) -> None:
+        self.value = start
+
+    def __call__(self) -> datetime:
+        return self.value
+
+    def advance(self, seconds: float) -> None:
+        self.value += timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def api(kube_api: FakeKubeAPI) -> Iterator[client.ApiClient]:
+    api_client = make_api_client(kube_api.url)
+    yield api_client
+    api_client.close()
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+def spec(kube_api: FakeKubeAPI) -> dict[str, Any]:
+    obj = kube_api.get_object("Lease", "kube-system", NAME)
+    assert obj is not None
+    return dict(obj["spec"])
+
+
+def times(lease_spec: dict[str, Any]) -> dict[str, Any]:
+    """The spec with acquireTime/renewTime parsed: a created lease carries the client's own spelling."""
+    out = dict(lease_spec)
+    for key in ("acquireTime", "renewTime"):
+        if key in out:
+            out[key] = datetime.fromisoformat(out[key].replace("Z", "+00:00"))
+    return out
+
+
+def lease(api: client.ApiClient, clock: Clock, identity: str = "me", **kw: Any) -> ApplyLease:
+    return ApplyLease(api, "prod", identity=identity, now=clock, **kw)
+
+
+def test_acquire_renew_release(kube_api: FakeKubeAPI, api: client.ApiClient, clock: Clock) -> None:
+    mine = lease(api, clock)
+    mine.acquire()
+    assert mine.held
+    assert times(spec(kube_api)) == {
+        "holderIdentity": "me",
+        "leaseDurationSeconds": 60,
+        "acquireTime": T0,
+        "renewTime": T0,
+        "leaseTransitions": 0,
+    }
+    mine.check()
+
+    clock.advance(20)
+    mine.renew()
+    assert spec(kube_api)["renewTime"] == "2026-01-01T12:00:20.250000Z"
+    assert times(spec(kube_api))["acquireTime"] == T0
+
+    mine.release()
+    assert not mine.held
+    assert "holderIdentity" not in spec(kube_api)
+    with pytest.raises(OperationError, match="is not held"):
+        mine.check()
+
+    other = lease(api, clock, "other")
+    other.acquire()  # released: no need to wait for expiry
+    assert spec(kube_api)["holderIdentity"] == "other"
+    assert spec(kube_api)["leaseTransitions"] == 1
+
+
+def test_default_identity_namespace_and_duration(kube_api: FakeKubeAPI, api: client.ApiClient) -> None:
+    mine = ApplyLease(api, "prod")
+    assert re.fullmatch(r".+-\d+-[0-9a-f]{8}", mine.identity)
+    assert mine.identity != ApplyLease(api, "prod").identity
+    assert mine.renew_every == 20
+    mine.acquire()
+    lease_spec = spec(kube_api)
+    assert lease_spec["holderIdentity"] == mine.identity
+    assert lease_spec["leaseDurationSeconds"] == 60
+    # MicroTime always with six fractional digits, which the API server's parser requires
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}(Z|\+00:00)", lease_spec["renewTime"])
+
+
+def test_create_keeps_six_fractional_digits_on_a_whole_second(
+    kube_api: FakeKubeAPI, api: client.ApiClient
+) -> None:
+    lease(api, Clock(datetime(2026, 1, 1, 12, 0, tzinfo=UTC))).acquire()
+    assert re.fullmatch(r"2026-01-01T12:00:00\.000001(Z|\+00:00)", spec(kube_api)["acquireTime"])
+
+
+def test_refused_while_another_holder_is_fresh(
+    kube_api: FakeKubeAPI, api: client.ApiClient, clock: Clock
+) -> None:
+    kube_api.put(
+        k.lease(NAME, holder="ci-runner-7", duration_seconds=60, renew_time=T0 - timedelta(seconds=12))
+    )
+    before = spec(kube_api)
+    with pytest.raises(RefusedError) as refused:
+        lease(api, clock).acquire()
+    assert str(refused.value) == (
+        "another apply holds lease kube-system/asg-reconciler-apply-prod "
+        "(holder ci-runner-7, renewed 12s ago)"
+    )
+    assert refused.value.exit_code == 3
+    assert spec(kube_api) == before
+
+
+def test_takeover_when_the_holder_let_it_expire(
+    kube_api: FakeKubeAPI, api: client.ApiClient, clock: Clock
+) -> None:
+    kube_api.put(
+        k.lease(
+            NAME,
+            holder="crashed",
+            duration_seconds=30,  # the holder's own duration decides, not ours
+            acquire_time=T0 - timedelta(hours=1),
+            renew_time=T0 - timedelta(seconds=31),
+            transitions=4,
+        )
+    )
+    mine = lease(api, clock)
+    mine.acquire()
+    assert spec(kube_api) == {
+        "holderIdentity": "me",
+        "leaseDurationSeconds": 60,
+        "acquireTime": micro_time(T0),
+        "renewTime": micro_time(T0),
+        "leaseTransitions": 5,
+    }
+
+
+def test_expiry_is_exact(kube_api: FakeKubeAPI, api: client.ApiClient, clock: Clock) -> None:
+    kube_api.put(k.lease(NAME, holder="other", duration_seconds=60, renew_time=T0 - timedelta(seconds=59)))
+    with pytest.raises(RefusedError, match="renewed 59s ago"):
+        lease(api, clock).acquire()
+    clock.advance(1)
+    lease(api, clock).acquire()
+    assert spec(kube_api)["holderIdentity"] == "me"
+
+
+def _race(kube_api: FakeKubeAPI, method: str, clock: Clock) -> list[str]:
+    """Two acquirers with their own clients; the fake holds each one's write until both have read."""
+    barrier = threading.Barrier(2, timeout=5)
+
+    def both_read_first(m: str, path: str, query: dict[str, str]) -> None:
+        if m == method and "/leases" in path:
+            barrier.wait()
+        return None
+
+    kube_api.fault = both_read_first
+    outcomes: dict[str, str] = {}
+
+    def attempt(identity: str) -> None:
+        api_client = make_api_client(kube_api.url)
+        try:
+            lease(api_client, clock, identity).acquire()
+            outcomes[identity] = "won"
+        except RefusedError as exc:
+            outcomes[identity] = f"refused: {exc}"
+        finally:
+            api_client.close()
+
+    threads = [threading.Thread(target=attempt, args=(who,)) for who in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    kube_api.fault = None
+    return [outcomes["a"], outcomes["b"]]
+
+
+def test_two_acquirers_racing_to_create_exactly_one_wins(kube_api: FakeKubeAPI, clock: Clock) -> None:
+    outcomes = _race(kube_api, "POST", clock)
+    assert sorted(o.split(":")[0] for o in outcomes) == ["refused", "won"]
+    winner = "a" if outcomes[0] == "won" else "b"
+    assert spec(kube_api)["holderIdentity"] == winner
+    assert kube_api.calls[("POST", "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases")] == 2
+    loser = next(o for o in outcomes if o != "won")
+    assert loser.endswith(f"(holder {winner}, renewed 0s ago)")
+
+
+def test_two_acquirers_racing_to_take_over_exactly_one_wins(kube_api: FakeKubeAPI, clock: Clock) -> None:
+    kube_api.put(k.lease(NAME, holder="crashed", duration_seconds=60, renew_time=T0 - timedelta(minutes=5)))
+    outcomes = _race(kube_api, "PATCH", clock)
+    assert sorted(o.split(":")[0] for o in outcomes) == ["refused", "won"]
+    winner = "a" if outcomes[0] == "won" else "b"
+    assert spec(kube_api)["holderIdentity"] == winner
+    assert spec(kube_api)["leaseTransitions"] == 1
+
+
+def test_renew_after_someone_took_over_raises_lease_lost(
+    kube_api: FakeKubeAPI, api: client.ApiClient, clock: Clock
+) -> None:
+    mine = lease(api, clock)
+    mine.acquire()
+    kube_api.put(k.lease(NAME, holder="thief", duration_seconds=60, renew_time=T0))
+    with pytest.raises(LeaseLost, match="lease kube-system/asg-reconciler-apply-prod is now held by thief"):
+        mine.renew()
+    assert not mine.held
+    with pytest.raises(LeaseLost):
+        mine.check()
+    mine.release()  # not ours any more: left alone
+    assert spec(kube_api)["holderIdentity"] == "thief"
+
+
+def test_renew_rereads_on_a_conflict_that_kept_us_holder(
+    kube_api: FakeKubeAPI, api: client.ApiClient, clock: Clock
+) -> None:
+    mine = lease(api, clock)
+    mine.acquire()
+    current = kube_api.get_object("Lease", "kube-system", NAME)
+    assert current is not None
+    current["metadata"]["labels"] = {"touched": "yes"}  # someone else's write moves the version
+    kube_api.put(current)
+    clock.advance(5)
+    mine.renew()
+    assert spec(kube_api)["renewTime"] == micro_time(T0 + timedelta(seconds=5))
+    assert spec(kube_api)["holderIdentity"] == "me"
+
+
+def test_renew_of_a_deleted_lease_raises_lease_lost(
+    kube_api: FakeKubeAPI, api: client.ApiClient, clock: Clock
+) -> None:
+    mine = lease(api, clock)
+    mine.acquire()
+    kube_api.delete_object("Lease", "kube-system", NAME)
+    with pytest.raises(LeaseLost, match="was deleted"):
+        mine.renew()
+
+
+def test_check_fails_once_renewals_lapse(kube_api: FakeKubeAPI, api: client.ApiClient, clock: Clock) -> None:
+    mine = lease(api, clock, duration_seconds=30)
+    mine.acquire()
+    clock.advance(29)
+    mine.check()
+    clock.advance(1)
+    with pytest.raises(OperationError, match=r"was not renewed for 30s \(duration 30s\)"):
+        mine.check()
+
+
+def test_context_manager_renews_in_the_background_and_releases(
+    kube_api: FakeKubeAPI, api: client.ApiClient, clock: Clock
+) -> None:
+    with lease(api, clock, renew_every=0.01) as mine:
+        assert spec(kube_api)["holderIdentity"] == "me"
+        clock.advance(25)
+        deadline = time.monotonic() + 2
+        while spec(kube_api)["renewTime"] != micro_time(T0 + timedelta(seconds=25)):
+            assert time.monotonic() < deadline, "the lease was not renewed in the background"
+            time.sleep(0.01)
+        clock.advance(50)  # 75 s after acquiring: only the renewals keep check() happy
+        deadline = time.monotonic() + 2
+        while spec(kube_api)["renewTime"] != micro_time(T0 + timedelta(seconds=75)):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        mine.check()
+    assert "holderIdentity" not in spec(kube_api)
+    assert not mine.held
+
+
+def test_context_manager_stops_renewing_once_lost(
+    kube_api: FakeKubeAPI, api: client.ApiClient, clock: Clock
+) -> None:
+    with lease(api, clock, renew_every=0.01) as mine:
+        kube_api.put(k.lease(NAME, holder="thief", duration_seconds=60, renew_time=T0))
+        deadline = time.monotonic() + 2
+        while mine.held:
+            assert time.monotonic() < deadline, "the renewer did not notice the takeover"
+            time.sleep(0.01)
+        with pytest.raises(LeaseLost, match="now held by thief"):
+            mine.check()
+    assert spec(kube_api)["holderIdentity"] == "thief"  # release left the thief's lease alone
+
+
+def test_context_manager_refuses_without_starting_a_renewer(
+    kube_api: FakeKubeAPI, api: client.ApiClient, clock: Clock
+) -> None:
+    kube_api.put(k.lease(NAME, holder="other", duration_seconds=60, renew_time=T0))
+    with pytest.raises(RefusedError), lease(api, clock, renew_every=0.01):
+        pytest.fail("entered without the lease")
+    assert not [t for t in threading.enumerate() if t.name.startswith("lease-")]
+    assert spec(kube_api)["holderIdentity"] == "other"
+
+
+def test_api_errors_are_one_line(kube_api: FakeKubeAPI, api: client.ApiClient, clock: Clock) -> None:
+    kube_api.fault = lambda method, path, query: (500, None)
+    with pytest.raises(
+        OperationError, match=r"^Kubernetes API: read lease kube-system/asg-reconciler-apply-prod"
+    ):
+        lease(api, clock).acquire()

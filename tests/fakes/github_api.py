@@ -3,7 +3,8 @@
 No forge runs here (DESIGN §6), so the client is tested against this. It keeps what our code relies
 on faithful to GitHub: pulls with head/base/sha, the owner-qualified `head` filter, 422 "A pull
 request already exists", list items without `merged`/`merged_by` (only the single GET has them),
-reviews with `commit_id`, `Link: rel="next"` paging, 401 "Bad credentials" for a wrong token, 403
+reviews with `commit_id`, the pull requests of a commit (`/commits/{sha}/pulls`),
+`Link: rel="next"` paging, 401 "Bad credentials" for a wrong token, 403
 for a token without write access, 404 for an unknown repository. An optional path prefix serves
 it as GitHub Enterprise does (`/api/v3`).
 
@@ -183,12 +184,13 @@ class FakeGitHub:
             pull.reviews.append(review)
             return review
 
-    def merge(self, number: int, login: str, *, repo: str | None = None) -> str:
-        """Merge as `login` (what a person pressing the button does); returns the merge commit sha."""
+    def merge(self, number: int, login: str, *, repo: str | None = None, sha: str | None = None) -> str:
+        """Merge as `login` (what a person pressing the button does); returns the merge commit sha
+        (`sha` when given, e.g. a real merge commit of a test repository)."""
         with self._lock:
             pull = self.pull(number, repo=repo)
             pull.state, pull.merged_by, pull.merged_at = "closed", login, _now()
-            pull.merge_commit_sha = _sha(f"merge:{pull.number}:{pull.head_sha}")
+            pull.merge_commit_sha = sha or _sha(f"merge:{pull.number}:{pull.head_sha}")
             return pull.merge_commit_sha
 
     def comments(self, number: int, *, repo: str | None = None) -> list[str]:
@@ -249,6 +251,9 @@ class FakeGitHub:
             return self._list_pulls(repo, path, query)
         if rest == "/pulls" and method == "POST":
             return self._create_pull(repo, body)
+        commit_match = re.fullmatch(r"/commits/([0-9a-f]{7,64})/pulls", rest)
+        if commit_match and method == "GET":
+            return self._pulls_for_commit(repo, path, query, commit_match.group(1))
         number_match = re.fullmatch(r"/(pulls|issues)/(\d+)(/[a-z]+)?", rest)
         if not number_match:
             return 404, {"message": "Not Found"}, {}
@@ -282,6 +287,18 @@ class FakeGitHub:
             if "base" in query and query["base"] != pull.base:
                 continue
             items.append(pull_json(pull, full=False))
+        return self._page(path, query, items)
+
+    def _pulls_for_commit(
+        self, repo: str, path: str, query: dict[str, str], sha: str
+    ) -> tuple[int, Any, dict[str, str]]:
+        """GET /repos/{repo}/commits/{sha}/pulls: pull requests merged as `sha` or whose head it is
+        (GitHub also lists those containing it; the fake keeps no commit graph)."""
+        items = [
+            pull_json(pull, full=False)
+            for pull in sorted(self.pulls.values(), key=lambda p: -p.number)
+            if pull.repo == repo and sha in (pull.merge_commit_sha, pull.head_sha)
+        ]
         return self._page(path, query, items)
 
     def _page(self, path: str, query: dict[str, str], items: list[Obj]) -> tuple[int, Any, dict[str, str]]:

@@ -132,3 +132,8 @@ class Forge(Protocol):
     def reviews(self, pr: PullRequest, head_sha: str) -> Reviews:
         """Approvals of `head_sha` (the commit the gate is about to trust); see summarize_reviews."""
         ...
+
+    def pull_for_commit(self, sha: str) -> PullRequest | None:
+        """The merged pull request whose merge commit is `sha`, or None (a direct push, or a commit
+        that only sits inside a pull request); the `github-reviews` approval gate asks this."""
+        ...

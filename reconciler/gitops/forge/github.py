@@ -7,7 +7,8 @@ default and fills lazy objects with extra GETs, while here every call is visible
 Endpoints (and nothing else; tests/fakes/github_api.py serves exactly these):
 `GET /repos/{repo}` (only to explain a 404), `GET|POST /repos/{repo}/pulls`,
 `GET|PATCH /repos/{repo}/pulls/{n}`, `GET /repos/{repo}/pulls/{n}/reviews`,
-`POST /repos/{repo}/issues/{n}/comments`.
+`POST /repos/{repo}/issues/{n}/comments`, and for the `github-reviews` approval gate
+`GET /repos/{repo}/commits/{sha}/pulls`.
 
 The token is read from the environment variable `forge.tokenEnv` at request time, sent only to
 `forge.baseUrl` (redirects are not followed, so it never travels elsewhere), and never appears in
@@ -165,6 +166,20 @@ class GitHubForge:
             for item in items
         ]
         return summarize_reviews(reviews, head_sha)
+
+    def pull_for_commit(self, sha: str) -> PullRequest | None:
+        # GitHub lists the pull requests associated with a commit: on the default branch the ones
+        # that brought it there, elsewhere the open ones containing it. Only a merge as `sha` counts.
+        items = self._get_all(
+            f"{self._repo_path}/commits/{urllib.parse.quote(sha, safe='')}/pulls",
+            {"per_page": str(PAGE_SIZE)},
+            f"find the pull request merged as {sha[:12]}",
+        )
+        for item in items:
+            pr = _pull(item)
+            if pr.merged and pr.merge_commit_sha == sha:
+                return pr
+        return None
 
     # ------------------------------------------------------------------ HTTP
 

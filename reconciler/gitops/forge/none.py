@@ -66,6 +66,12 @@ class NoForge:
             "use approval.mode signed, which needs no forge"
         )
 
+    def pull_for_commit(self, sha: str) -> PullRequest | None:
+        raise UserError(
+            "approval.mode: github-reviews needs forge.type github (forge.type is none); "
+            "use approval.mode signed, which needs no forge"
+        )
+
 
 def create(config: ForgeConfig, git_url: str = "", environ: Mapping[str, str] | None = None) -> NoForge:
     """`git_url` is the capacity repo's remote; a GitHub Enterprise `forge.baseUrl` adds its host."""

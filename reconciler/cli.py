@@ -103,6 +103,41 @@ def plan(config_file: str | None, output: str, snapshot: Path | None, dry_run: b
             click.echo(note, err=output != "table")
 
 
+@cli.command(name="apply")
+@_config_option
+@_output_option("table", "json", "yaml")
+@click.option("--dry-run", is_flag=True, help="Say what would change; change nothing, record nothing.")
+@click.option("--ref", metavar="REF", help="The commit of git.branch to apply (default: its tip).")
+def apply_command(config_file: str | None, output: str, dry_run: bool, ref: str | None) -> int:
+    """Sync the manifest committed on git.branch to AWS: raise desired for increases; drain and
+    terminate exactly the approved instances. Never lowers desired."""
+    from reconciler.apply_render import render_apply_table
+    from reconciler.runtime.apply_stage import apply_once
+
+    run = apply_once(_load(config_file), _now(), dry_run=dry_run, ref=ref)
+    if output == "table":
+        click.echo(render_apply_table(run.report), nl=False)
+    elif output == "json":
+        click.echo(to_json(run.report.to_dict()), nl=False)
+    else:
+        click.echo(to_yaml(run.report.to_dict()), nl=False)
+    return run.report.exit_code
+
+
+@cli.command()
+@_config_option
+@click.argument("proposal")
+@click.option("--expect", metavar="SHA", help="The proposal commit you reviewed; refuse if it moved.")
+def approve(config_file: str | None, proposal: str, expect: str | None) -> None:
+    """Merge a scale-down proposal into git.branch as a commit signed with your own SSH key.
+
+    PROPOSAL is the proposal branch, or its last part (`scale-down`) for this cluster's."""
+    from reconciler.runtime.approve_stage import approve_once
+
+    sha = approve_once(_load(config_file), proposal, expect)
+    click.echo(f"approved: {proposal} merged as {sha[:12]}, signed with your key")
+
+
 @cli.command()
 @_config_option
 @_output_option("table", "json", "yaml", "csv")
@@ -111,12 +146,19 @@ def plan(config_file: str | None, output: str, snapshot: Path | None, dry_run: b
 def history(config_file: str | None, output: str, node_group: str | None, since: str | None) -> None:
     """The capacity audit trail of every group, from commit trailers (one git log)."""
     from reconciler.gitops.history import history_command, render_history
+    from reconciler.gitops.records import NOTES_REF, history_entries
     from reconciler.runtime.plan_stage import working_copy
 
     config = _load(config_file)
     copy = working_copy(config)
+    copy.fetch_notes(NOTES_REF)  # apply's records, shown beside the plan's commits
     entries = history_command(
-        copy.path, config.cluster, node_group, since, ref=f"refs/remotes/origin/{config.git.branch}"
+        copy.path,
+        config.cluster,
+        node_group,
+        since,
+        ref=f"refs/remotes/origin/{config.git.branch}",
+        note_entries=history_entries,
     )
     click.echo(render_history(entries, output), nl=False)
 

@@ -24,8 +24,8 @@ from kubernetes.client.exceptions import ApiException
 
 from reconciler.durations import format_duration
 from reconciler.errors import OperationError
-from reconciler.kube.live import _api_error as live_api_error
-from reconciler.kube.live import _unreachable
+from reconciler.kube.live import api_error as live_api_error
+from reconciler.kube.live import unreachable
 from reconciler.model import MIRROR_POD, OWN_DRAIN_TAINT
 
 _COMMIT = re.compile(r"[0-9a-f]{40}")
@@ -140,7 +140,7 @@ class NodeDrainer:
                     return False
                 raise _api_error(f"{action} node {node}", exc) from None
             except urllib3.exceptions.HTTPError as exc:
-                raise _unreachable(self.api, exc) from None
+                raise unreachable(self.api, exc) from None
         raise OperationError(
             f"Kubernetes API: {action} node {node}: it kept changing under us ({_CONFLICT_RETRIES} conflicts)"
         )
@@ -153,7 +153,7 @@ class NodeDrainer:
                 return None
             raise _api_error(f"read node {node}", exc) from None
         except urllib3.exceptions.HTTPError as exc:
-            raise _unreachable(self.api, exc) from None
+            raise unreachable(self.api, exc) from None
         document: dict[str, Any] = orjson.loads(response.data)
         return document
 
@@ -236,7 +236,7 @@ class NodeDrainer:
                 return "blocked", _blocked_reason(namespace, exc)
             return "failed", _one_line(exc)
         except urllib3.exceptions.HTTPError as exc:
-            raise _unreachable(self.api, exc) from None
+            raise unreachable(self.api, exc) from None
 
     def _pods(self, node: str) -> Iterator[dict[str, Any]]:
         selector = {"field_selector": f"spec.nodeName={node}"}
@@ -250,7 +250,7 @@ class NodeDrainer:
             except ApiException as exc:
                 raise _api_error(f"list {what}", exc) from None
             except urllib3.exceptions.HTTPError as exc:
-                raise _unreachable(self.api, exc) from None
+                raise unreachable(self.api, exc) from None
             page = orjson.loads(response.data)
             yield from page.get("items") or []
             token = (page.get("metadata") or {}).get("continue") or None

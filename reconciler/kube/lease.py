@@ -24,7 +24,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from reconciler.errors import OperationError, RefusedError
-from reconciler.kube.live import _api_error, _unreachable
+from reconciler.kube.live import api_error, unreachable
 
 _ATTEMPTS = 5
 _MERGE_PATCH = "application/merge-patch+json"
@@ -233,9 +233,9 @@ class ApplyLease:
         except ApiException as exc:
             if exc.status == 404:
                 return None
-            raise _api_error(f"read lease {self.where}", exc) from None
+            raise api_error(f"read lease {self.where}", exc) from None
         except urllib3.exceptions.HTTPError as exc:
-            raise _unreachable(self.api, exc) from None
+            raise unreachable(self.api, exc) from None
         document: dict[str, Any] = orjson.loads(response.data)
         return document
 
@@ -261,9 +261,9 @@ class ApplyLease:
         except ApiException as exc:
             if exc.status == 409:
                 return False
-            raise _api_error(f"create lease {self.where}", exc) from None
+            raise api_error(f"create lease {self.where}", exc) from None
         except urllib3.exceptions.HTTPError as exc:
-            raise _unreachable(self.api, exc) from None
+            raise unreachable(self.api, exc) from None
         self._remember(response.data)
         self._renewed, self._lost = now, None
         return True
@@ -280,9 +280,9 @@ class ApplyLease:
                 return "conflict"
             if exc.status == 404:
                 return "gone"
-            raise _api_error(f"{action} lease {self.where}", exc) from None
+            raise api_error(f"{action} lease {self.where}", exc) from None
         except urllib3.exceptions.HTTPError as exc:
-            raise _unreachable(self.api, exc) from None
+            raise unreachable(self.api, exc) from None
         self._remember(response.data)
         return "ok"
 

@@ -76,9 +76,9 @@ class LiveReader:
             data: bytes = response.data
             return data
         except ApiException as exc:
-            raise _api_error(f"list {kind}s", exc) from None
+            raise api_error(f"list {kind}s", exc) from None
         except urllib3.exceptions.HTTPError as exc:
-            raise _unreachable(self.api, exc) from None
+            raise unreachable(self.api, exc) from None
 
     def _pages(
         self, kind: str, call: Callable[..., Any], params: dict[str, Any]
@@ -104,14 +104,14 @@ class LiveReader:
         except ApiException as exc:
             if exc.status in (403, 404):
                 return None  # absent, or we may not read it: no evidence either way
-            raise _api_error(f"read {kind} {namespace}/{name}", exc) from None
+            raise api_error(f"read {kind} {namespace}/{name}", exc) from None
         except urllib3.exceptions.HTTPError as exc:
-            raise _unreachable(self.api, exc) from None
+            raise unreachable(self.api, exc) from None
         document: dict[str, Any] = orjson.loads(response.data)
         return document
 
 
-def _api_error(action: str, exc: ApiException) -> OperationError:
+def api_error(action: str, exc: ApiException) -> OperationError:
     if exc.status in (401, 403):
         return OperationError(
             f"Kubernetes API: {action}: {'unauthorized' if exc.status == 401 else 'forbidden'} "
@@ -121,7 +121,7 @@ def _api_error(action: str, exc: ApiException) -> OperationError:
     return OperationError(f"Kubernetes API: {action}: HTTP {exc.status} {reason}")
 
 
-def _unreachable(api: k8s.ApiClient, exc: Exception) -> OperationError:
+def unreachable(api: k8s.ApiClient, exc: Exception) -> OperationError:
     reason = getattr(exc, "reason", None) or exc
     text = str(reason).splitlines()[0]
     if "Connection refused" in text or "NewConnectionError" in text:

@@ -18,6 +18,7 @@ from reconciler.gitops.forge import make_forge
 from reconciler.gitops.manifest import Manifest, parse_manifest
 from reconciler.gitops.plan_edits import committed_groups, listed_removals
 from reconciler.gitops.publish import Published, proposal_branch, publish
+from reconciler.gitops.records import last_scale_up, read_records
 from reconciler.gitops.repo import WorkingCopy
 from reconciler.gitops.state import load_state
 from reconciler.planning.plan import make_plan
@@ -92,6 +93,7 @@ def plan_once(config: Config, snapshot: Path | None, now: datetime, *, dry_run: 
     memory = PlannerMemory(
         unneeded_since=dict(state.since),
         backoffs=dict(state.backoffs),
+        last_scale_up=last_scale_up(read_records(copy, config.git.branch), cluster=config.cluster),
     )
     inputs = PlanInputs(
         inventory=observe(config, snapshot, now),

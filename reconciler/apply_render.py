@@ -1,0 +1,26 @@
+"""An apply run for people: one line per group, like the plan table, then what was noted."""
+
+from __future__ import annotations
+
+from reconciler.apply.sync import FAILED, NONE, REFUSED, ApplyReport
+
+_SIGNS = {NONE: " ", REFUSED: "!", FAILED: "x"}
+
+
+def render_apply_table(report: ApplyReport) -> str:
+    verb = "Would apply" if report.dry_run else "Applied"
+    lines = [f"{verb} {report.commit[:12]}:", ""]
+    width = max((len(g.name) for g in report.groups), default=0)
+    for g in report.groups:
+        sign = _SIGNS.get(g.action, "~")
+        change = (
+            f"{g.desired_before} -> {g.desired_after}"
+            if g.desired_after != g.desired_before
+            else f"{g.desired_before}"
+        )
+        lines.append(f"  {sign} {g.name.ljust(width)}  {change:<9} {g.action}".rstrip())
+        lines += [f"      {note}" for note in g.notes]
+    if not report.groups:
+        lines.append("  (no node groups in the manifest)")
+    lines += [f"  ! {w}" for w in report.warnings]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,156 @@
+"""The apply stage, once: pick the commit of main to apply, check it may be applied, sync, record.
+
+Order matters for safety: Git first (a bad ref or an older commit than the last applied one stops
+everything before a single API call), then the cluster and AWS are observed, then the Lease is
+taken (DESIGN §3.6), drains a crashed apply left behind are resumed or given back, and only then
+does anything change. The record goes to `refs/notes/asg-reconciler`, the only thing apply pushes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import git
+
+from reconciler.apply.approval import make_gate
+from reconciler.apply.approval.base import ApprovalGate
+from reconciler.apply.changes import trace_removals
+from reconciler.apply.sync import FAILED, REFUSED, ApplyInputs, ApplyReport, apply
+from reconciler.aws.actuation import Actuator
+from reconciler.aws.clients import make_clients
+from reconciler.config import Config
+from reconciler.errors import RefusedError, UserError
+from reconciler.gitops.manifest import Manifest
+from reconciler.gitops.records import ApplyRecord, GroupRecord, append_record, last_applied
+from reconciler.gitops.repo import WorkingCopy
+from reconciler.kube.client import api_client
+from reconciler.kube.drain import NodeDrainer
+from reconciler.kube.lease import ApplyLease
+from reconciler.runtime.plan_stage import read_manifest, working_copy
+from reconciler.world import observe
+
+
+@dataclass(frozen=True)
+class ApplyRun:
+    report: ApplyReport
+    recorded: bool
+
+
+class _GateAt:
+    """The approval gate bound to the clone it reads commits from."""
+
+    def __init__(self, gate: ApprovalGate, repo: Path) -> None:
+        self.gate, self.repo = gate, repo
+
+    def approves(self, commit: str) -> tuple[bool, str]:
+        verdict = self.gate.check(commit, self.repo)
+        return verdict.approved, verdict.reason
+
+
+def _resolve(copy: WorkingCopy, ref: str) -> str | None:
+    """A branch of the remote, or any commit-ish of the clone."""
+    repo = git.Repo(copy.path)
+    for name in (f"refs/remotes/origin/{ref}", ref):
+        try:
+            return str(repo.commit(name).hexsha)
+        except (git.BadName, ValueError):
+            continue
+    return None
+
+
+def _committed_at(copy: WorkingCopy, sha: str) -> datetime:
+    """When a commit landed (its committer time: for a merge, when it was merged)."""
+    return git.Repo(copy.path).commit(sha).committed_datetime.astimezone(UTC)
+
+
+def _target(copy: WorkingCopy, config: Config, ref: str | None) -> tuple[str, list[str]]:
+    """The commit to apply and main's first-parent chain from it backwards (rule 4)."""
+    branch = config.git.branch
+    chain = copy.first_parent(branch)
+    if not chain:
+        raise UserError(f"git.branch: {branch} has no commits in {copy.shown_url} (run plan first)")
+    target = chain[0] if ref is None else _resolve(copy, ref)
+    if target is None:
+        raise UserError(f"--ref {ref}: no such commit or branch in {copy.shown_url}")
+    if target not in chain:
+        raise RefusedError(
+            f"--ref {ref}: {target[:12]} is not on the first-parent history of {branch}; "
+            "apply acts only on what was merged to it"
+        )
+    last = last_applied(copy, branch, cluster=config.cluster)
+    if last is not None and chain.index(target) > chain.index(last[0]):
+        raise RefusedError(
+            f"--ref {ref}: {target[:12]} is older than the last applied commit {last[0][:12]}; "
+            "apply never goes back (commit a new change instead)"
+        )
+    return target, chain[chain.index(target) :]
+
+
+def apply_once(config: Config, now: datetime, *, dry_run: bool, ref: str | None = None) -> ApplyRun:
+    copy = working_copy(config)
+    target, chain = _target(copy, config, ref)
+    label = f"{target[:12]}:{config.manifest_path}"
+    manifests: dict[str, Manifest | None] = {}
+
+    def manifest_at(sha: str) -> Manifest | None:
+        if sha not in manifests:
+            manifests[sha] = read_manifest(
+                copy.read_file(config.manifest_path, sha), f"{sha[:12]}:{config.manifest_path}"
+            )
+        return manifests[sha]
+
+    manifest = manifest_at(target)
+    if manifest is None:
+        raise UserError(f"{label}: no manifest at the commit to apply (run plan first)")
+    gate = _GateAt(make_gate(config), copy.path)
+    inventory = observe(config, None, now)
+    inputs = ApplyInputs(
+        config=config,
+        inventory=inventory,
+        manifest=manifest,
+        commit=target,
+        introduced=trace_removals(chain, manifest_at),
+        commit_time=lambda sha: _committed_at(copy, sha),
+        now=now,
+        dry_run=dry_run,
+    )
+    kube = api_client(config.kubernetes)
+    drainer = NodeDrainer(kube, timeout=config.apply.drain_timeout)
+    actuator = Actuator(make_clients(config).autoscaling)
+    if dry_run:
+        return ApplyRun(apply(inputs, actuator, drainer, gate), recorded=False)
+    with ApplyLease(kube, config.cluster) as lease:
+        _give_back_stale_drains(drainer, inputs)
+        report = apply(inputs, actuator, drainer, gate, guard=lease.check)
+        append_record(copy, _record(config, report, datetime.now(UTC)))
+    return ApplyRun(report, recorded=True)
+
+
+def _give_back_stale_drains(drainer: NodeDrainer, inputs: ApplyInputs) -> None:
+    """Nodes our taint marks but whose removal is no longer approved at the target (a crash between
+    mark and terminate, then the approval was withdrawn): serve again. The rest resume in `apply`."""
+    approved = {i for g in inputs.manifest.groups for i in g.removal_ids}
+    instance_of = {n.name: n.instance_id for n in inputs.inventory.state.nodes}
+    for node in drainer.marked():
+        if instance_of.get(node) not in approved:
+            drainer.unmark(node)
+
+
+def _record(config: Config, report: ApplyReport, at: datetime) -> ApplyRecord:
+    groups = tuple(
+        GroupRecord(
+            name=g.name,
+            action=g.action,
+            desired_before=g.desired_before,
+            desired_after=g.desired_after,
+            terminated=g.terminated,
+            detail="; ".join(g.notes),
+        )
+        for g in report.groups
+    )
+    complete = all(g.action not in (FAILED, REFUSED) for g in report.groups)
+    return ApplyRecord(
+        commit=report.commit, applied_at=at, complete=complete, groups=groups, cluster=config.cluster
+    )

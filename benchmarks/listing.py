@@ -107,7 +107,7 @@ def main() -> int:
         measure(args.measure)
         return 0
 
-    from tests.fakes.kube_api import serve_in_subprocess
+    from reconciler.demo.kube_api import serve_in_subprocess
 
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)

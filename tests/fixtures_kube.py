@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from tests.fakes.kube_api import FakeKubeAPI
+from reconciler.demo.kube_api import FakeKubeAPI
 
 FAKE_TOKEN = "fake-token"
 

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
+from reconciler.demo.kube_api import FakeKubeAPI
 from reconciler.gitops.manifest import parse_manifest
 from reconciler.model import OWN_DRAIN_TAINT
 from tests.e2e.cli import run
 from tests.fakes import k8s_objects as k
-from tests.fakes.kube_api import FakeKubeAPI
 from tests.fixtures_aws import MotoAws
 from tests.fixtures_git import BOB, git
 from tests.fixtures_kube import write_kubeconfig

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from reconciler.demo.kube_api import FakeKubeAPI
 from tests.e2e.cli import run
 from tests.fakes import k8s_objects as k
-from tests.fakes.kube_api import FakeKubeAPI
 from tests.fixtures_aws import MotoAws
 from tests.fixtures_git import ALICE, git
 from tests.fixtures_kube import write_kubeconfig

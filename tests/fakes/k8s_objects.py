@@ -8,7 +8,7 @@ derive from kind/namespace/name, times from `DEFAULT_TIME`) so snapshots and gol
 
 `realistic_pod()` builds a ~4 KB pod shaped like a real Deployment pod (managedFields, env, probes,
 container statuses) for the listing benchmark; `write_jsonl()` writes objects for
-`python -m tests.fakes.kube_api --objects FILE`.
+`python -m reconciler.demo.kube_api --objects FILE`.
 """
 
 from __future__ import annotations

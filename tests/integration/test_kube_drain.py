@@ -12,11 +12,11 @@ import pytest
 from kubernetes import client
 from kubernetes.client import CoreV1Api  # noqa: F401  # a ~1 s import: paid at collection, not in a test
 
+from reconciler.demo.kube_api import FakeKubeAPI
 from reconciler.errors import OperationError
 from reconciler.kube.drain import DrainResult, NodeDrainer
 from reconciler.model import MIRROR_POD, OWN_DRAIN_TAINT
 from tests.fakes import k8s_objects as k
-from tests.fakes.kube_api import FakeKubeAPI
 from tests.fixtures_kube import make_api_client
 
 SHA = "a" * 40

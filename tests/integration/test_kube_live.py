@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from reconciler.config import KubernetesConfig
+from reconciler.demo.kube_api import FakeKubeAPI
 from reconciler.errors import OperationError, UserError
 from reconciler.kube.client import api_client
 from reconciler.kube.live import LiveReader
 from reconciler.kube.snapshot import read_snapshot
 from tests.fakes import k8s_objects as k
-from tests.fakes.kube_api import FakeKubeAPI
 from tests.fixtures_kube import make_api_client
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

@@ -1,4 +1,7 @@
-"""A fake Kubernetes API server over real HTTP, for tests and benchmarks (DESIGN §6).
+"""A fake Kubernetes API server over real HTTP, for the demo, the tests and the benchmarks (DESIGN §6).
+
+It ships in the package so `asg-reconciler demo` can run the whole story, drains included, on a
+machine with no cluster; nothing else in the product imports it.
 
 No kube-apiserver can run here, so the official `kubernetes` client and `kubectl` talk to this
 instead. It keeps what our code relies on faithful to the real server: typed lists with
@@ -12,7 +15,7 @@ fields selectors need; list pages are joined bytes over per-kind sorted keys, an
 is just the last key served. Dicts are parsed again only for writes.
 
 Tests use `FakeKubeAPI` in-process (see tests/fixtures_kube.py); benchmarks run it in its own
-process: `python -m tests.fakes.kube_api --objects FILE.jsonl --port-file PATH`, or
+process: `python -m reconciler.demo.kube_api --objects FILE.jsonl --port-file PATH`, or
 `serve_in_subprocess(path)`.
 """
 
@@ -288,24 +291,24 @@ def parse_label_selector(text: str) -> LabelPredicate | None:
             key, op = m.group(1), m.group(2)
             values = frozenset(v.strip() for v in m.group(3).split(",") if v.strip())
             if op == "in":
-                checks.append(lambda lb, k=key, vs=values: lb.get(k) in vs)
+                checks.append(lambda lb, k=key, vs=values: lb.get(k) in vs)  # type: ignore[misc]  # mypy cannot type default-arg captures
             else:
-                checks.append(lambda lb, k=key, vs=values: lb.get(k) not in vs)
+                checks.append(lambda lb, k=key, vs=values: lb.get(k) not in vs)  # type: ignore[misc]  # mypy cannot type default-arg captures
         elif m := _REQ_EQ.match(part):
             key, op, value = m.groups()
             if op == "!=":
-                checks.append(lambda lb, k=key, v=value: lb.get(k) != v)
+                checks.append(lambda lb, k=key, v=value: lb.get(k) != v)  # type: ignore[misc]  # mypy cannot type default-arg captures
             else:
-                checks.append(lambda lb, k=key, v=value: lb.get(k) == v)
+                checks.append(lambda lb, k=key, v=value: lb.get(k) == v)  # type: ignore[misc]  # mypy cannot type default-arg captures
         elif m := _REQ_CMP.match(part):
             key, op, num = m.group(1), m.group(2), int(m.group(3))
-            checks.append(lambda lb, k=key, o=op, n=num: _compare_label(lb.get(k), o, n))
+            checks.append(lambda lb, k=key, o=op, n=num: _compare_label(lb.get(k), o, n))  # type: ignore[misc]  # mypy cannot type default-arg captures
         elif m := _REQ_EXISTS.match(part):
             neg, key = m.groups()
             if neg:
-                checks.append(lambda lb, k=key: k not in lb)
+                checks.append(lambda lb, k=key: k not in lb)  # type: ignore[misc]  # mypy cannot type default-arg captures
             else:
-                checks.append(lambda lb, k=key: k in lb)
+                checks.append(lambda lb, k=key: k in lb)  # type: ignore[misc]  # mypy cannot type default-arg captures
         else:
             raise ApiError(400, "BadRequest", f"unable to parse requirement: {part.strip()!r}")
     if not checks:
@@ -1061,9 +1064,9 @@ class FakeKubeAPI:
             value = value.replace("\\,", ",").replace("\\=", "=").replace("\\\\", "\\")
             getter = self._field_getter(res, label)
             if op == "!=":
-                checks.append(lambda e, g=getter, v=value: g(e) != v)
+                checks.append(lambda e, g=getter, v=value: g(e) != v)  # type: ignore[misc]  # mypy cannot type default-arg captures
             else:
-                checks.append(lambda e, g=getter, v=value: g(e) == v)
+                checks.append(lambda e, g=getter, v=value: g(e) == v)  # type: ignore[misc]  # mypy cannot type default-arg captures
         if not checks:
             return None
         if len(checks) == 1:
@@ -1579,11 +1582,12 @@ def _json_or_yaml(body: bytes) -> Any:
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError:
-        import yaml  # comes with the kubernetes client
+        from ruamel.yaml import YAML
+        from ruamel.yaml.error import YAMLError
 
         try:
-            return yaml.safe_load(body)
-        except yaml.YAMLError as e:
+            return YAML(typ="safe", pure=True).load(body)
+        except YAMLError as e:
             raise ApiError(400, "BadRequest", f"the body of the request could not be decoded: {e}") from None
 
 
@@ -1679,7 +1683,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _read_body(self) -> bytes:
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            chunks = []
+            chunks: list[bytes] = []
             while True:
                 size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
                 if size == 0:
@@ -1796,7 +1800,7 @@ def serve_in_subprocess(
     tmp = Path(tempfile.mkdtemp(prefix="fake-kube-api-"))
     port_file = tmp / "url"
     log = (tmp / "stderr").open("wb")
-    cmd = [sys.executable, "-m", "tests.fakes.kube_api", "--port-file", str(port_file)]
+    cmd = [sys.executable, "-m", "reconciler.demo.kube_api", "--port-file", str(port_file)]
     if jsonl_path is not None:
         cmd += ["--objects", str(jsonl_path)]
     env = dict(
@@ -1832,7 +1836,7 @@ def serve_in_subprocess(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m tests.fakes.kube_api", description="Serve the fake Kubernetes API."
+        prog="python -m reconciler.demo.kube_api", description="Serve the fake Kubernetes API."
     )
     parser.add_argument("--objects", action="append", default=[], help="JSONL file, one object per line")
     parser.add_argument("--port-file", help="write the URL here once serving")

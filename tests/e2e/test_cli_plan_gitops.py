@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,8 @@ TAGS = {"k8s.io/cluster-autoscaler/enabled": "true", "k8s.io/cluster-autoscaler/
 REPO, TOKEN = "org/capacity", "ghp_test_token"
 MAIN_PATH = "capacity/prod.yaml"
 PROPOSAL = "asg-reconciler/prod/scale-down"
+REVIEW = "asg-reconciler/prod/scale-up"
+STATE = "asg-reconciler/prod/state"
 T3_SMALL = {"cpu": "1930m", "memory": "1471840Ki", "pods": "11"}
 
 
@@ -107,6 +110,79 @@ class Setup:
 
     def show(self, ref: str) -> str:
         return git("show", f"{ref}:{MAIN_PATH}", cwd=self.remote)
+
+    def removal_ids(self, ref: str) -> tuple[str, ...]:
+        group = parse_manifest(self.show(ref), ref).group("general")
+        assert group is not None
+        return group.removal_ids
+
+    def state(self) -> Any:
+        return json.loads(git("show", f"{STATE}:state.json", cwd=self.remote))
+
+    def add_instance(self) -> tuple[str, str]:
+        """A third instance in the ASG: its (id, zone)."""
+        self.aws.autoscaling.set_desired_capacity(AutoScalingGroupName="general", DesiredCapacity=3)
+        groups = self.aws.autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=["general"])
+        (new,) = [
+            (i["InstanceId"], i["AvailabilityZone"])
+            for i in groups["AutoScalingGroups"][0]["Instances"]
+            if (i["InstanceId"], i["AvailabilityZone"]) not in self.instances
+        ]
+        return new
+
+    def approve(self, github: FakeGitHub, branch: str, number: int = 1) -> str:
+        """A person approves the pull request at the branch's current head."""
+        head = self.head(branch)
+        assert head is not None
+        github.push(branch, head)
+        github.review(number, "carol", "APPROVED")
+        return head
+
+
+def node_c(instance: tuple[str, str], busy: int = 0) -> list[dict[str, Any]]:
+    """A third node, empty or running `busy` millicores."""
+    objects = [
+        k.node(
+            "node-c",
+            instance_id=instance[0],
+            zone=instance[1],
+            instance_type="t3.small",
+            allocatable=T3_SMALL,
+        )
+    ]
+    if busy:
+        objects.append(
+            k.pod(
+                "web-c",
+                "shop",
+                node_name="node-c",
+                requests={"cpu": f"{busy}m"},
+                owner_kind="ReplicaSet",
+                owner_name="web",
+            )
+        )
+    return objects
+
+
+class Clock:
+    """What `reconciler.cli._now` returns: a test moves it by hand."""
+
+    def __init__(self) -> None:
+        self.now = datetime.now(UTC).replace(microsecond=0)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    clock = Clock()
+    monkeypatch.setattr("reconciler.cli._now", clock)
+    return clock
+
+
+def iso(when: datetime) -> str:
+    return when.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def test_scale_up_lands_on_main_with_trailers_and_nothing_twice(
@@ -367,3 +443,146 @@ def test_proposal_that_stops_merging_is_rebuilt_or_reported(
     assert result.code == 0, result.err
     assert setup.head(PROPOSAL) == locked
     assert "a person must resolve it" in result.out + result.err
+
+
+# ------------------------------------------------------------------ safety rules (DESIGN §3)
+
+
+def test_desired_lowered_by_hand_is_restored_and_proposed_as_a_named_instance(
+    aws: MotoAws, bare_remote: Path, tmp_path: Path, github: FakeGitHub, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Rule 2: a person lowers main's desired without naming instances; the plan puts the number back
+    on main and proposes one named instance instead."""
+    setup = Setup(aws, tmp_path, bare_remote, github)
+    (b_id, _) = setup.instances[1]
+    objects = setup.cluster()
+    objects[3]["spec"]["containers"][0]["resources"]["requests"]["memory"] = "800Mi"  # node b: 55%
+    assert setup.plan(capsys, objects).code == 0
+    assert setup.head(PROPOSAL) is None  # both nodes are above the threshold: nothing to remove
+    lowered = setup.show("main").replace("desired: 2", "desired: 1", 1)
+    assert lowered != setup.show("main")
+    BOB.commit(bare_remote, "main", {MAIN_PATH: lowered}, "fewer nodes please")
+
+    result = setup.plan(capsys, objects)
+    assert result.code == 0, result.err
+    assert parse_manifest(setup.show("main"), "main").group("general").target == 2  # type: ignore[union-attr]
+    message = parse_message(git("log", "-1", "--format=%B", "main", cwd=bare_remote))
+    assert message is not None and [str(c) for c in message.changes] == ["general 1 -> 2"]
+    assert "desired lowered by hand without naming instances: restored" in message.reason_for("general")
+    assert setup.removal_ids(PROPOSAL) == (b_id,)
+    assert "desired lowered by hand (" in github.pull(1).body
+
+
+def test_approved_proposal_is_kept_when_the_planner_wants_more(
+    aws: MotoAws, bare_remote: Path, tmp_path: Path, github: FakeGitHub, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Rule 3: once approved, new candidates wait; the proposal is not rewritten to add them."""
+    setup = Setup(aws, tmp_path, bare_remote, github)
+    (b_id, _) = setup.instances[1]
+    c = setup.add_instance()
+    assert setup.plan(capsys, setup.cluster() + node_c(c, busy=1500)).code == 0  # proposes node b
+    assert setup.removal_ids(PROPOSAL) == (b_id,)
+    head = setup.approve(github, PROPOSAL)
+    writes = len(github.writes())
+
+    result = setup.plan(capsys, setup.cluster() + node_c(c), "-o", "json")  # node c empties
+    assert result.code == 0, result.err
+    wanted = json.loads(result.out)["nodeGroups"][0]["removeInstances"]
+    assert sorted(wanted) == sorted([b_id, c[0]])  # the planner would now remove both
+    assert setup.head(PROPOSAL) == head
+    assert setup.removal_ids(PROPOSAL) == (b_id,)
+    assert f"proposal {PROPOSAL} kept as is (it has approvals)" in result.err
+    assert len(github.writes()) == writes
+    assert github.pull(1).state == "open"
+
+
+def test_locked_proposal_shrinks_with_a_commit_on_top(
+    aws: MotoAws, bare_remote: Path, tmp_path: Path, github: FakeGitHub, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Rule 3: an approved proposal whose instance became unremovable is shrunk by a new commit on its
+    head (never a rewrite), and the pull request says so."""
+    setup = Setup(aws, tmp_path, bare_remote, github)
+    (b_id, _) = setup.instances[1]
+    c = setup.add_instance()
+    assert setup.plan(capsys, setup.cluster() + node_c(c)).code == 0
+    assert sorted(setup.removal_ids(PROPOSAL)) == sorted([b_id, c[0]])
+    head = setup.approve(github, PROPOSAL)
+
+    result = setup.plan(capsys, setup.cluster() + node_c(c, busy=1500))  # node c is needed again
+    assert result.code == 0, result.err
+    shrunk = setup.head(PROPOSAL)
+    assert shrunk is not None and shrunk != head
+    assert git("log", "-1", "--format=%P", shrunk, cwd=bare_remote).split() == [head]
+    assert setup.removal_ids(PROPOSAL) == (b_id,)
+    assert github.pull(1).state == "open"
+    assert "shrank this proposal" in github.comments(1)[-1]
+
+
+def test_reviewed_scale_up_is_not_rewritten(
+    aws: MotoAws, bare_remote: Path, tmp_path: Path, github: FakeGitHub, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Rule 3 with `scaleUp.review`: once a person approved the scale-up, a different plan leaves it."""
+    setup = Setup(aws, tmp_path, bare_remote, github)
+    setup.config.write_text(setup.config.read_text() + "scaleUp: {review: true}\n")
+    assert setup.plan(capsys, setup.cluster(busy_b=1500, pending=2)).code == 0
+    assert parse_manifest(setup.show(REVIEW), REVIEW).group("general").desired == 4  # type: ignore[union-attr]
+    head = setup.approve(github, REVIEW)
+
+    result = setup.plan(capsys, setup.cluster(busy_b=1500, pending=1), "-o", "json")
+    assert result.code == 0, result.err
+    assert json.loads(result.out)["nodeGroups"][0]["desired"] == 3  # the plan wants another size
+    assert setup.head(REVIEW) == head
+    assert parse_manifest(setup.show(REVIEW), REVIEW).group("general").desired == 4  # type: ignore[union-attr]
+    assert f"scale-up {REVIEW} kept as is: a person has reviewed or changed it" in result.err
+    assert setup.head("main") is None
+
+
+def test_unneeded_time_lives_on_the_state_branch_between_runs(
+    aws: MotoAws,
+    bare_remote: Path,
+    tmp_path: Path,
+    clock: Clock,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Rule 9: one-shot runs remember when a node became unneeded through the state branch."""
+    setup = Setup(aws, tmp_path, bare_remote, None)
+    setup.config.write_text(setup.config.read_text().replace("unneededTime: 0s", "unneededTime: 10m"))
+    (b_id, _) = setup.instances[1]
+    first = clock.now
+    assert setup.plan(capsys, setup.cluster()).code == 0
+    assert setup.head(PROPOSAL) is None  # unneeded for 0s of 10m
+    assert setup.state()["since"] == {"node-b": iso(first)}
+
+    clock.now = first + timedelta(minutes=11)
+    result = setup.plan(capsys, setup.cluster())
+    assert result.code == 0, result.err
+    assert setup.removal_ids(PROPOSAL) == (b_id,)
+    assert setup.state()["since"] == {"node-b": iso(first)}
+
+
+def test_backoff_lives_on_the_state_branch_and_is_not_restarted(
+    aws: MotoAws,
+    bare_remote: Path,
+    tmp_path: Path,
+    clock: Clock,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Rule 9: an instance that never registered backs the group off; the backoff is written to the
+    state branch once, and a run inside it neither restarts nor rewrites it."""
+    setup = Setup(aws, tmp_path, bare_remote, None)
+    unregistered = [o for o in setup.cluster() if o["metadata"]["name"] != "node-b"]  # b never joined
+    clock.now += timedelta(minutes=20)  # past scaleUp.maxNodeProvisionTime (15m)
+    first = clock.now
+    assert setup.plan(capsys, unregistered).code == 0
+    backoff = {"general": {"until": iso(first + timedelta(minutes=5)), "count": 1}}
+    assert setup.state()["backoffs"] == backoff
+    state_head = setup.head(STATE)
+
+    clock.now = first + timedelta(minutes=2)  # still backed off, b still unregistered
+    result = setup.plan(capsys, unregistered, "-o", "json")
+    assert result.code == 0, result.err
+    assert (
+        json.loads(result.out)["nodeGroups"][0]["backoffUntil"] == (first + timedelta(minutes=5)).isoformat()
+    )
+    assert setup.head(STATE) == state_head
+    assert setup.state()["backoffs"] == backoff

@@ -11,7 +11,18 @@ import pytest
 from reconciler.config import GitConfig
 from reconciler.errors import OperationError, UserError
 from reconciler.gitops.repo import Identity, PushRejected, Update, WorkingCopy, redact
-from tests.fixtures_git import ALICE, BOT, MANIFEST_PATH, SEED_MANIFEST, GitServer, git, init_bare, show
+from tests.fixtures_git import (
+    ALICE,
+    BOB,
+    BOT,
+    MANIFEST_PATH,
+    SEED_MANIFEST,
+    GitServer,
+    Person,
+    git,
+    init_bare,
+    show,
+)
 
 IDENTITY = Identity(BOT.name, BOT.email)
 
@@ -225,3 +236,30 @@ def test_credentials_in_urls_are_redacted(tmp_path: Path) -> None:
     assert "pa55" not in str(info.value)
     with pytest.raises(UserError, match="git.url: not set"):
         WorkingCopy.from_config(GitConfig(), tmp_path)
+
+
+def _commit_as(repo: Path, branch: str, author: Person, committer: Person, message: str) -> str:
+    """A commit on `branch` (same tree) whose author and committer differ, as `git commit --author`,
+    a cherry-pick or a rebase makes."""
+    tip = git("rev-parse", f"refs/heads/{branch}", cwd=repo).strip()
+    env = {**author.env(), "GIT_COMMITTER_NAME": committer.name, "GIT_COMMITTER_EMAIL": committer.email}
+    sha = git("commit-tree", f"{tip}^{{tree}}", "-p", tip, "-m", message, cwd=repo, env=env).strip()
+    git("update-ref", f"refs/heads/{branch}", sha, cwd=repo)
+    return sha
+
+
+def test_a_persons_work_counts_whoever_committed_it(seeded_remote: Path, tmp_path: Path) -> None:
+    """Rule 3: a commit Alice authored is hers even when the bot's email committed it (and the other
+    way round), so it locks the proposal."""
+    copy = copy_of(seeded_remote, tmp_path / "work")
+    branch = "asg-reconciler/test-cluster/scale-down"
+    ours = copy.commit(copy.head("main"), {MANIFEST_PATH: SEED_MANIFEST + "# p1\n"}, "proposal")
+    assert ours is not None
+    copy.force_push(ours, branch, expected=None)
+    alices = _commit_as(seeded_remote, branch, ALICE, BOT, "Alice's change, committed by the bot")
+    copy.sync()
+    (found,) = copy.commits_not_by(branch, "main", BOT.email)
+    assert (found.sha, found.author_email, found.committer_email) == (alices, ALICE.email, BOT.email)
+    amended = _commit_as(seeded_remote, branch, BOT, BOB, "the bot's change, committed by Bob")
+    copy.sync()
+    assert [c.sha for c in copy.commits_not_by(branch, "main", BOT.email)] == [amended, alices]

@@ -344,3 +344,67 @@ def test_balancing_never_moves_a_pod_pinned_to_a_zone() -> None:
     plan = world.plan(scale_up={"balance_similar_node_groups": True})
     assert plan.group("general-a").new_nodes == 4
     assert plan.group("general-b").new_nodes == 0
+
+
+# ------------------------------------------------------------------ safety rules (DESIGN §3)
+
+
+def test_desired_lowered_by_hand_becomes_one_named_removal() -> None:
+    """Rule 2: AWS says 3, main says 2 with no names: the plan names one instance, never a number.
+    Every node is above the threshold, so only the forced count can remove one."""
+    world = World().group("general", min_size=1)
+    for n in ("n1", "n2", "n3"):
+        world.node("general", n).running(n, f"{n}-a", cpu=1100).running(n, f"{n}-b", cpu=1100)
+    assert world.plan().group("general").removals == ()  # 55% each: nothing to remove on its own
+    group = world.plan(committed={"general": CommittedGroup(desired=2)}).group("general")
+    assert (group.current, group.desired, group.action) == (3, 2, "scale-down")
+    (removal,) = group.removals
+    assert removal.instance_id.startswith("i-n") and removal.node is not None
+    assert removal.reason.startswith("desired lowered by hand ("), removal.reason
+
+
+def test_approved_removal_whose_pods_fit_nowhere_is_cancelled() -> None:
+    """Plan step 4 without pending pods: an approved node whose own pods no longer fit elsewhere is
+    given back, and desired goes back up."""
+    world = World().group("general", min_size=1)
+    world.node("general", "n1").running("n1", "web-1", cpu=3000)
+    world.node("general", "n2").running("n2", "web-2", cpu=3000)  # approved, but needed after all
+    committed = {"general": CommittedGroup(desired=1, remove_instances=("i-n2",))}
+    plan = world.plan(committed=committed)
+    group = plan.group("general")
+    assert plan.pending == ()
+    assert group.cancelled_removals == ("i-n2",)
+    assert group.remove_instances == ()
+    assert (group.desired, group.action) == (2, "scale-up")
+
+
+def test_newly_unneeded_node_is_remembered_from_now() -> None:
+    """Rule 9: the first time a node is unneeded its time goes into the memory the state branch
+    keeps; a remembered time is carried, not reset."""
+    world = World().group("general", min_size=1)
+    world.node("general", "n1").running("n1", "web-1", cpu=3000)
+    world.node("general", "n2").running("n2", "web-2", cpu=200)
+    plan = world.plan()
+    assert plan.memory.unneeded_since == {"n2": NOW}
+    assert plan.group("general").removals == ()  # unneeded for 0s of 10m
+    earlier = NOW - timedelta(minutes=4)
+    later = world.plan(memory=PlannerMemory(unneeded_since={"n2": earlier}), now=NOW + timedelta(minutes=1))
+    assert later.memory.unneeded_since == {"n2": earlier}
+
+
+def test_running_backoff_is_kept_after_the_stale_instances_are_gone() -> None:
+    """Rule 9 / step 2: a backoff in memory holds until it ends, even with no stale instance left,
+    and keeps the group blocked."""
+    world = busy_world()
+    world.pending("job", cpu=3000)
+    running = Backoff(NOW + timedelta(minutes=3), 2)
+    plan = world.plan(memory=PlannerMemory(backoffs={"general": running}))
+    assert plan.memory.backoffs == {"general": running}
+    general = plan.group("general")
+    assert general.backoff_until == running.until
+    assert (general.desired, general.new_nodes) == (1, 0)
+    assert plan.pending[0].node_group is None
+    assert "general backed off until 12:03" in plan.pending[0].reason
+    # Once it has ended, it is dropped and the group grows again.
+    over = world.plan(memory=PlannerMemory(backoffs={"general": running}), now=NOW + timedelta(minutes=4))
+    assert over.memory.backoffs == {} and over.group("general").new_nodes == 1

@@ -1,24 +1,29 @@
-"""`asg-reconciler demo`: the bundled example cluster against an in-process AWS mock and a local Git
-repository, told as plan -> review -> (apply, next stage).
+"""`asg-reconciler demo`: the bundled example cluster on a fake Kubernetes API, an in-process AWS
+mock and a local Git repository, told as plan -> review -> apply.
 
-Nothing is special-cased: the demo writes kubectl-style snapshots, a config file and a bare Git
-repository, then runs the very CLI commands it prints.
+Nothing is special-cased: the demo loads the cluster into the fake API, writes a config file and a
+bare Git repository, then runs the very CLI commands it prints.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import shutil
 import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
 
+from reconciler.demo.kube_api import FakeKubeAPI
 from reconciler.demo.mock_aws import REGION, create_groups, mock_aws
 from reconciler.errors import UserError
 
@@ -86,16 +91,93 @@ def _sleep_until_interrupted() -> None:
         pass
 
 
+def _kubeconfig(path: Path, url: str) -> Path:
+    """A kubeconfig for the fake API (JSON is YAML)."""
+    document = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "demo", "cluster": {"server": url}}],
+        "users": [{"name": "demo", "user": {"token": "demo"}}],
+        "contexts": [{"name": "demo", "context": {"cluster": "demo", "user": "demo"}}],
+        "current-context": "demo",
+    }
+    path.write_text(json.dumps(document, indent=2))
+    return path
+
+
+@dataclass(frozen=True)
+class _Approver:
+    """Who approves in the demo: a throwaway SSH key and `approve` (the default signed mode) when
+    ssh-keygen is here; else a plain merge under protected-branch, which trusts whoever can push."""
+
+    key: Path | None
+    config: str
+    story: str
+
+    @classmethod
+    def make(cls, workdir: Path) -> _Approver:
+        if shutil.which("ssh-keygen") is None:
+            return cls(
+                None,
+                "approval: {mode: protected-branch}   # no ssh-keygen here: the demo trusts the merge\n",
+                "no ssh-keygen here, so the demo uses approval.mode protected-branch: a merge is approval",
+            )
+        key = workdir / "reviewer-key"
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "", "-f", str(key)], check=True)
+        signers = workdir / "allowed_signers"
+        signers.write_text(f"reviewer@example.com {Path(f'{key}.pub').read_text().strip()}\n")
+        gitconfig = workdir / "reviewer.gitconfig"
+        gitconfig.write_text(
+            "[user]\n\tname = Demo Reviewer\n\temail = reviewer@example.com\n"
+            f"\tsigningKey = {key}.pub\n[gpg]\n\tformat = ssh\n"
+        )
+        return cls(
+            gitconfig,
+            f"approval: {{mode: signed, allowedSigners: '{signers}'}}\n",
+            "a person reads the proposal and approves it with `approve`, signing the merge with their own\n"
+            "#    SSH key (apply checks the signature against approval.allowedSigners)",
+        )
+
+    def approve(self, demo: _Session, remote: Path, args: tuple[str, ...]) -> None:
+        if self.key is None:
+            clone = demo.workdir / "reviewer"
+            _git("clone", "--quiet", str(remote), str(clone), cwd=demo.workdir)
+            identity = ("-c", "user.name=Demo Reviewer", "-c", "user.email=reviewer@example.com")
+            _git(
+                *identity,
+                "merge",
+                "--quiet",
+                "--no-ff",
+                "-m",
+                "Merge scale-down proposal",
+                f"origin/{PROPOSAL}",
+                cwd=clone,
+            )
+            _git("push", "--quiet", "origin", "main", cwd=clone)
+            _git("push", "--quiet", "origin", "--delete", PROPOSAL, cwd=clone)
+            demo.echo(f"\n$ git merge --no-ff origin/{PROPOSAL} && git push origin main   # as Demo Reviewer")
+            return
+        saved = os.environ.get("GIT_CONFIG_GLOBAL")
+        os.environ["GIT_CONFIG_GLOBAL"] = str(self.key)  # the reviewer's own git config, not the bot's
+        try:
+            demo.run("approve", "scale-down", *args)
+        finally:
+            if saved is None:
+                os.environ.pop("GIT_CONFIG_GLOBAL", None)
+            else:
+                os.environ["GIT_CONFIG_GLOBAL"] = saved
+
+
 def _hand_over(echo: Echo, workdir: Path, endpoint: str) -> None:
     """What a person needs to go on from where the demo stopped, in another shell."""
     config = workdir / "asg-reconciler.yaml"
-    echo("\n# Your turn: the files stay in " + str(workdir) + "; the mock AWS serves until Ctrl-C.")
+    echo("\n# Your turn: the files stay in " + str(workdir) + "; AWS and Kubernetes serve until Ctrl-C.")
     echo("# In another shell:")
     echo(
         f"unset AWS_PROFILE; export AWS_ENDPOINT_URL={endpoint} AWS_ACCESS_KEY_ID=demo "
         f"AWS_SECRET_ACCESS_KEY=demo AWS_DEFAULT_REGION={REGION}"
     )
-    echo(f"asg-reconciler status --config {config} --snapshot {workdir / 'busy.yaml'}")
+    echo(f"asg-reconciler status --config {config}")
     echo(f"asg-reconciler plan --dry-run --config {config} --snapshot {workdir / 'quiet.yaml'}")
     echo(f"asg-reconciler history --config {config}")
     echo(f"git -C {workdir / 'capacity.git'} log --oneline --all")
@@ -104,9 +186,9 @@ def _hand_over(echo: Echo, workdir: Path, endpoint: str) -> None:
 def run_demo(
     echo: Echo, keep: Path | None = None, wait: Callable[[], None] = _sleep_until_interrupted
 ) -> None:
-    """The walkthrough; with `keep`, its files stay in that directory and the mock AWS keeps serving
-    until `wait` returns (Ctrl-C), so a person can run the commands themselves."""
-    with _workdir(keep) as workdir, mock_aws() as endpoint:
+    """The walkthrough; with `keep`, its files stay in that directory and the mock AWS and the fake
+    Kubernetes API keep serving until `wait` returns (Ctrl-C), so a person can go on by hand."""
+    with _workdir(keep) as workdir, mock_aws() as endpoint, FakeKubeAPI() as kube:
         demo = _Session(echo, workdir)
         echo(f"# asg-reconciler demo: AWS is an in-process moto server at {endpoint}")
         instances = create_groups()
@@ -114,69 +196,62 @@ def run_demo(
             ids = ", ".join(instance for instance, _ in launched)
             echo(f"#   ASG {name}: {len(launched)} instance(s) {ids}".rstrip())
         cluster = _cluster(instances)
-        quiet = _write(
-            workdir / "quiet.yaml", [o for o in cluster if (o.get("status") or {}).get("phase") != "Pending"]
-        )
-        busy = _write(workdir / "busy.yaml", cluster)
+        waiting = [o for o in cluster if (o.get("status") or {}).get("phase") == "Pending"]
+        kube.put_many(o for o in cluster if o not in waiting)
+        _write(workdir / "quiet.yaml", [o for o in cluster if o not in waiting])
+        _write(workdir / "busy.yaml", cluster)
         remote = workdir / "capacity.git"
         _git("init", "--quiet", "--bare", "--initial-branch=main", str(remote), cwd=workdir)
+        approver = _Approver.make(workdir)
         config_text = resources.files("reconciler.demo").joinpath("asg-reconciler.yaml").read_text()
         config = workdir / "asg-reconciler.yaml"
-        config.write_text(config_text + f"git: {{url: '{remote}', workDir: '{workdir / 'work'}'}}\n")
-        echo("# the cluster is the bundled example (reconciler/demo/cluster.yaml), read as kubectl dumps;")
+        config.write_text(
+            config_text
+            + f"git: {{url: '{remote}', workDir: '{workdir / 'work'}'}}\n"
+            + f"kubernetes: {{kubeconfig: '{_kubeconfig(workdir / 'kubeconfig', kube.url)}'}}\n"
+            + approver.config
+        )
+        echo(f"# Kubernetes is a fake API at {kube.url} holding the example (reconciler/demo/cluster.yaml);")
         echo(f"# the capacity repository is a local bare repository ({remote.name})")
+        args = ("--config", str(config))
 
-        demo.say("1. A quiet cluster: what is there?")
-        demo.run("status", "--config", str(config), "--snapshot", str(quiet))
+        demo.say("1. What is there?")
+        demo.run("status", *args)
 
         demo.say(
             "2. Plan without writing: node ip-10-0-2-20 is nearly idle, so it is proposed for removal by\n"
             "#    name (the demo config sets scaleDown.unneededTime: 0s; by default a node waits 10m first)"
         )
-        demo.run("plan", "--dry-run", "--config", str(config), "--snapshot", str(quiet))
+        demo.run("plan", "--dry-run", *args)
 
         demo.say("3. Plan for real: main gets the manifest, the scale-down becomes a proposal branch (a PR)")
-        demo.run("plan", "--config", str(config), "--snapshot", str(quiet))
+        demo.run("plan", *args)
         echo("\n$ git log --oneline --all")
         echo(_git("log", "--oneline", "--all", cwd=remote).rstrip())
 
-        demo.say("4. Review: a person reads the proposal and merges it into main")
+        demo.say(f"4. Review: {approver.story}")
         echo(f"\n$ git show {PROPOSAL}")
         echo(_git("show", "--format=%B", PROPOSAL, cwd=remote).strip())
-        clone = workdir / "reviewer"
-        _git("clone", "--quiet", str(remote), str(clone), cwd=workdir)
-        _git(
-            "-c",
-            "user.name=Demo Reviewer",
-            "-c",
-            "user.email=reviewer@example.com",
-            "merge",
-            "--quiet",
-            "--no-ff",
-            "-m",
-            "Merge scale-down proposal",
-            f"origin/{PROPOSAL}",
-            cwd=clone,
-        )
-        _git("push", "--quiet", "origin", "main", cwd=clone)
-        _git("push", "--quiet", "origin", "--delete", PROPOSAL, cwd=clone)
-        echo(f"\n$ git merge --no-ff origin/{PROPOSAL} && git push origin main   # as Demo Reviewer")
+        approver.approve(demo, remote, args)
 
         demo.say(
-            "5. Batch jobs arrive before apply ran: the approved removal is cancelled first, then groups grow"
+            "5. Apply: the approved instance is checked again on live state, drained, and terminated by name"
         )
-        demo.run("plan", "--config", str(config), "--snapshot", str(busy))
+        demo.run("apply", "--dry-run", *args)
+        demo.run("apply", *args)
+        drained = next(
+            n["metadata"]["name"] for n in cluster if n["kind"] == "Node" and "2-20" in n["metadata"]["name"]
+        )
+        kube.delete_object("Node", None, drained)  # what the cloud node controller does once it is gone
+        echo(f"# (the cloud controller deletes node {drained}; a ReplicaSet would recreate the evicted pod)")
 
-        demo.say(
-            "6. The audit trail, from commit trailers (sizes there are the manifest's targets: 1 -> 3 is\n"
-            "#    the approved 2 -> 1 given back plus one new node; the plan table counts from AWS's 2)"
-        )
-        demo.run("history", "--config", str(config))
+        demo.say("6. Batch jobs arrive: the plan commits a scale-up to main, and apply raises the groups")
+        kube.put_many(waiting)
+        demo.run("plan", *args)
+        demo.run("apply", *args)
 
-        demo.say(
-            "Next: `asg-reconciler apply` syncs main to AWS (SetDesiredCapacity for increases; cordon, drain "
-            "and terminate exactly the approved instances) - it arrives with the apply stage."
-        )
+        demo.say("7. The audit trail: the plan's commits and apply's records, from one git log")
+        demo.run("history", *args)
         if keep is not None:
             _hand_over(echo, workdir, endpoint)
             wait()

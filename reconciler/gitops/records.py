@@ -358,6 +358,8 @@ def history_entries(log_record: LogRecord) -> list[Entry]:
     entries = []
     for record in note.records:
         for g in record.groups:
+            if g.action == "none" and not g.detail:
+                continue  # a group apply found in sync: not an event of its history
             reason = f"{g.action}: {g.detail}" if g.detail else g.action
             if not record.complete:
                 reason += " (partial apply)"

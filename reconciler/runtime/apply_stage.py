@@ -124,7 +124,7 @@ def apply_once(config: Config, now: datetime, *, dry_run: bool, ref: str | None 
     with ApplyLease(kube, config.cluster) as lease:
         _give_back_stale_drains(drainer, inputs)
         report = apply(inputs, actuator, drainer, gate, guard=lease.check)
-        append_record(copy, _record(config, report, datetime.now(UTC)))
+        append_record(copy, _record(config, report, datetime.now(UTC).replace(microsecond=0)))
     return ApplyRun(report, recorded=True)
 
 

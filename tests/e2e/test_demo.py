@@ -15,9 +15,12 @@ def test_demo_runs_end_to_end() -> None:
     out = result.stdout
     assert "demo-general" in out
     assert "~ demo-general  2 -> 1" in out  # the idle node proposed by name
-    assert "cancel approved removal of" in out  # jobs arrive: the approved removal is given back
+    assert "approved: scale-down merged as" in out  # a person's signed merge
+    assert "drained ip-10-0-2-20.ec2.internal and terminated i-" in out  # apply: exactly that instance
     assert "ml/train-0 -> demo-gpu" in out  # scale from zero on the GPU group's tags
+    assert "raised desired 0 -> 1" in out  # and apply raises it
     assert "Demo Reviewer" in out  # history shows who merged the proposal
+    assert "asg-reconciler-apply" in out  # and apply's records
     assert "Traceback" not in result.stderr
 
 

@@ -4,8 +4,9 @@ cluster (drains really evict), a local bare repository for Git, and real SSH sig
 from __future__ import annotations
 
 import json
+import math
 import subprocess
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -223,3 +224,161 @@ def test_plan_waits_delay_after_scale_up_from_the_apply_record(
     kept = {u["node"]: u["reason"] for u in document["unremovableNodes"]}
     assert kept["node-b"].startswith("a scale-up of general was applied")
     assert document["nodeGroups"][0]["removeInstances"] == []
+
+
+# ---------------------------------------------------------------------------------- the gates
+
+
+def approved(world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    assert world.cli(capsys, "plan").code == 0
+    result = world.cli(capsys, "approve", "scale-down")
+    assert result.code == 0, result.err
+
+
+def untouched(world: World) -> None:
+    assert world.desired() == 2 and world.b_id in world.in_service()
+    assert world.kube.get_object("Pod", "shop", "web-b") is not None
+    node_b = world.kube.get_object("Node", None, "node-b")
+    assert node_b is not None and not any(
+        t["key"] == OWN_DRAIN_TAINT for t in node_b["spec"].get("taints", [])
+    )
+
+
+def test_a_later_signed_commit_does_not_launder_an_unsigned_removal(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Rule 4: the gate judges the commit that brought the removal, not the one being applied."""
+    assert world.cli(capsys, "plan").code == 0
+    BOB.merge(world.remote, "main", PROPOSAL, "Merge scale-down proposal (no signature)")
+    clone = world.tmp / "alice-clone"
+    git("clone", "--quiet", str(world.remote), str(clone))
+    git("commit", "--quiet", "--allow-empty", "-S", "-m", "signed, but adds nothing", cwd=clone)
+    git("push", "--quiet", "origin", "main", cwd=clone)
+    refused = world.cli(capsys, "apply")
+    assert refused.code == 3, refused.out + refused.err
+    assert f"{world.b_id}: not approved" in refused.out
+    untouched(world)
+
+
+def test_an_approval_older_than_the_proposal_ttl_is_refused(
+    world: World, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    approved(world, capsys)
+    monkeypatch.setattr("reconciler.cli._now", lambda: datetime.now(UTC) + timedelta(hours=25))
+    refused = world.cli(capsys, "apply")
+    assert refused.code == 3, refused.out + refused.err
+    assert "older than scaleDown.proposalTTL 24h00m" in refused.out
+    untouched(world)
+
+
+def test_a_node_busy_again_is_not_drained(world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    """Rule 5: the approval was for a nearly idle node; by apply time it runs more."""
+    approved(world, capsys)
+    world.kube.put(pod("web-b2", "node-b", "1500m"))
+    refused = world.cli(capsys, "apply")
+    assert refused.code == 3, refused.out + refused.err
+    assert "no longer safe to remove: busy again" in refused.out
+    untouched(world)
+
+
+def test_another_apply_holding_the_lease_refuses_the_run(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Rule 6: one actor at a time."""
+    approved(world, capsys)
+    now = datetime.now(UTC)
+    world.kube.put(k.lease("asg-reconciler-apply-prod", "kube-system", holder="other-apply", renew_time=now))
+    refused = world.cli(capsys, "apply")
+    assert refused.code == 3
+    assert "another apply holds lease kube-system/asg-reconciler-apply-prod" in refused.err
+    untouched(world)
+
+
+def test_scaling_policies_or_a_refresh_make_apply_keep_its_hands_off(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Rule 7: another writer on the group; an increase is refused as much as a removal."""
+    world.kube.put(pod("web-b2", "node-b", "1500m"))
+    world.kube.put(k.pod("job-0", "batch", requests={"cpu": "1500m"}, owner_kind="Job", owner_name="j"))
+    assert world.cli(capsys, "plan").code == 0
+    world.aws.autoscaling.put_scaling_policy(
+        AutoScalingGroupName="general",
+        PolicyName="cpu",
+        PolicyType="TargetTrackingScaling",
+        TargetTrackingConfiguration={
+            "PredefinedMetricSpecification": {"PredefinedMetricType": "ASGAverageCPUUtilization"},
+            "TargetValue": 50.0,
+        },
+    )
+    refused = world.cli(capsys, "apply")
+    assert refused.code == 3, refused.out + refused.err
+    assert "scaling policies" in refused.out
+    assert world.desired() == 2
+
+
+def test_desired_above_the_manifest_is_never_lowered(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Rule 2: a decrease is only ever named instances; a number above the manifest stays."""
+    world.kube.put(pod("web-b2", "node-b", "1500m"))  # no scale-down wanted
+    assert world.cli(capsys, "plan").code == 0
+    world.aws.autoscaling.set_desired_capacity(AutoScalingGroupName="general", DesiredCapacity=3)
+    result = world.cli(capsys, "apply")
+    assert result.code == 0, result.out + result.err
+    assert "AWS desired 3 is 1 above the manifest: not lowered" in result.out
+    assert world.desired() == 3
+
+
+def test_ref_older_than_the_last_applied_commit_is_refused(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    world.kube.put(pod("web-b2", "node-b", "1500m"))
+    assert world.cli(capsys, "plan").code == 0
+    first = git("rev-parse", "main", cwd=world.remote).strip()
+    world.kube.put(k.pod("job-0", "batch", requests={"cpu": "1500m"}, owner_kind="Job", owner_name="j"))
+    assert world.cli(capsys, "plan").code == 0
+    assert world.cli(capsys, "apply").code == 0
+    refused = world.cli(capsys, "apply", "--ref", first)
+    assert refused.code == 3
+    assert "older than the last applied commit" in refused.err
+    assert world.cli(capsys, "apply", "--ref", "no-such-ref").code == 2
+
+
+def test_a_drain_that_cannot_finish_gives_the_node_back(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The pods never go (a stuck kubelet): the node serves again, nothing is terminated, exit 1."""
+    approved(world, capsys)
+    world.kube.pod_termination_seconds = math.inf
+    world.config.write_text(world.config.read_text().replace("drainTimeout: 20s", "drainTimeout: 1s"))
+    failed = world.cli(capsys, "apply")
+    assert failed.code == 1, failed.out + failed.err
+    assert f"{world.b_id}: drain of node-b did not finish" in failed.out
+    assert world.desired() == 2 and world.b_id in world.in_service()
+    node_b = world.kube.get_object("Node", None, "node-b")
+    assert node_b is not None and not any(
+        t["key"] == OWN_DRAIN_TAINT for t in node_b["spec"].get("taints", [])
+    )
+
+
+def test_a_crashed_drain_is_given_back_when_its_approval_is_gone(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Rule 6: our taint on a node no longer approved for removal (crash, then the proposal was
+    withdrawn) is removed; a person's cordon is never touched."""
+    world.kube.put(pod("web-b2", "node-b", "1500m"))
+    assert world.cli(capsys, "plan").code == 0
+    node_a = world.kube.get_object("Node", None, "node-a")
+    node_b = world.kube.get_object("Node", None, "node-b")
+    assert node_a is not None and node_b is not None
+    node_a["spec"]["unschedulable"] = True  # a person's kubectl cordon
+    node_b["spec"]["taints"] = [{"key": OWN_DRAIN_TAINT, "value": "0" * 40, "effect": "NoSchedule"}]
+    world.kube.put(node_a)
+    world.kube.put(node_b)
+    assert world.cli(capsys, "apply").code == 0
+    node_a, node_b = (
+        world.kube.get_object("Node", None, "node-a"),
+        world.kube.get_object("Node", None, "node-b"),
+    )
+    assert node_b is not None and not node_b["spec"].get("taints")
+    assert node_a is not None and node_a["spec"]["unschedulable"] is True

@@ -39,13 +39,17 @@ class ApplyRun:
 
 
 class _GateAt:
-    """The approval gate bound to the clone it reads commits from."""
+    """The approval gate bound to the clone it reads commits from, made on first use: a run with no
+    removal to judge (scale-ups are urgent) must not fail on approval settings it does not need."""
 
-    def __init__(self, gate: ApprovalGate, repo: Path) -> None:
-        self.gate, self.repo = gate, repo
+    def __init__(self, config: Config, repo: Path) -> None:
+        self.config, self.repo = config, repo
+        self._gate: ApprovalGate | None = None
 
     def approves(self, commit: str) -> tuple[bool, str]:
-        verdict = self.gate.check(commit, self.repo)
+        if self._gate is None:
+            self._gate = make_gate(self.config)
+        verdict = self._gate.check(commit, self.repo)
         return verdict.approved, verdict.reason
 
 
@@ -104,7 +108,7 @@ def apply_once(config: Config, now: datetime, *, dry_run: bool, ref: str | None 
     manifest = manifest_at(target)
     if manifest is None:
         raise UserError(f"{label}: no manifest at the commit to apply (run plan first)")
-    gate = _GateAt(make_gate(config), copy.path)
+    gate = _GateAt(config, copy.path)
     inventory = observe(config, None, now)
     inputs = ApplyInputs(
         config=config,

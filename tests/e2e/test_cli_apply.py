@@ -187,6 +187,20 @@ def test_scale_up_committed_by_plan_is_applied(world: World, capsys: pytest.Capt
     assert again.code == 0 and world.desired() == 4
 
 
+def test_scale_up_does_not_need_the_approval_settings(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Scale-ups are urgent: a missing allowed-signers file only matters to a removal."""
+    signers = world.tmp / "allowed_signers"
+    signers.unlink()
+    world.kube.put(pod("web-b2", "node-b", "1500m"))
+    world.kube.put(k.pod("job-0", "batch", requests={"cpu": "1500m"}, owner_kind="Job", owner_name="j"))
+    assert world.cli(capsys, "plan").code == 0
+    applied = world.cli(capsys, "apply")
+    assert applied.code == 0, applied.out + applied.err
+    assert world.desired() == 3
+
+
 def test_apply_refuses_while_cluster_autoscaler_is_live(
     world: World, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -396,3 +396,20 @@ def test_a_crashed_drain_is_given_back_when_its_approval_is_gone(
     )
     assert node_b is not None and not node_b["spec"].get("taints")
     assert node_a is not None and node_a["spec"]["unschedulable"] is True
+
+
+def test_approve_mistakes_are_one_line(
+    world: World, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    nothing = world.cli(capsys, "approve", "scale-down")  # no plan yet: no proposal
+    assert nothing.code == 2
+    assert nothing.err.startswith("error: proposal branch 'asg-reconciler/prod/scale-down' does not exist")
+    assert len(nothing.err.strip().splitlines()) == 1
+    assert world.cli(capsys, "plan").code == 0
+    unsigned = world.tmp / "no-key.gitconfig"
+    unsigned.write_text("[user]\n\tname = Bob\n\temail = bob@example.com\n")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(unsigned))
+    keyless = world.cli(capsys, "approve", "scale-down")
+    assert keyless.code == 2, keyless.err
+    assert "gpg.format ssh" in keyless.err and len(keyless.err.strip().splitlines()) == 1
+    assert git("rev-parse", "--verify", "--quiet", f"refs/heads/{PROPOSAL}", cwd=world.remote).strip()

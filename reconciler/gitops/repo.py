@@ -229,12 +229,7 @@ class WorkingCopy:
         the new text and message, or None for nothing to do; that is where the caller re-plans.
         Returns the new commit, or None when nothing changed. Never force-pushes.
         """
-        retrying = Retrying(
-            retry=retry_if_exception_type(PushRejected),
-            stop=stop_after_attempt(attempts),
-            wait=wait_exponential(multiplier=wait_initial, max=wait_max) + wait_random(0, wait_initial),
-            reraise=True,
-        )
+        retrying = _push_retries(attempts, wait_initial, wait_max)
         try:
             for attempt in retrying:
                 with attempt:
@@ -389,12 +384,7 @@ class WorkingCopy:
         the caller merges its change into another writer's. Each attempt holds the work dir's lock
         from fetch to push. Returns the new notes commit, or None. Never force-pushes.
         """
-        retrying = Retrying(
-            retry=retry_if_exception_type(PushRejected),
-            stop=stop_after_attempt(attempts),
-            wait=wait_exponential(multiplier=wait_initial, max=wait_max) + wait_random(0, wait_initial),
-            reraise=True,
-        )
+        retrying = _push_retries(attempts, wait_initial, wait_max)
         try:
             for attempt in retrying:
                 with attempt, self._locked():
@@ -558,6 +548,16 @@ class WorkingCopy:
             self._lock_depth = 0
             fcntl.flock(lock, fcntl.LOCK_UN)
             lock.close()
+
+
+def _push_retries(attempts: int, wait_initial: float, wait_max: float) -> Retrying:
+    """Retry a fetch-change-push on rejection only, backing off with jitter so racing writers part."""
+    return Retrying(
+        retry=retry_if_exception_type(PushRejected),
+        stop=stop_after_attempt(attempts),
+        wait=wait_exponential(multiplier=wait_initial, max=wait_max) + wait_random(0, wait_initial),
+        reraise=True,
+    )
 
 
 def git_reason(exc: Exception) -> str:

@@ -8,8 +8,7 @@ _SIGNS = {NONE: " ", REFUSED: "!", FAILED: "x"}
 
 
 def render_apply_table(report: ApplyReport) -> str:
-    verb = "Would apply" if report.dry_run else "Applied"
-    lines = [f"{verb} {report.commit[:12]}:", ""]
+    lines = [f"Apply {report.commit[:12]}{' (dry run: nothing changes)' if report.dry_run else ''}:", ""]
     width = max((len(g.name) for g in report.groups), default=0)
     for g in report.groups:
         sign = _SIGNS.get(g.action, "~")

@@ -14,6 +14,15 @@ def render_plan_csv(plan: Plan) -> str:
     return to_csv(rows, CSV_COLUMNS)
 
 
+def _waiting(current: int, desired: int) -> str:
+    """A group the plan leaves alone whose size still differs from AWS: main's change awaits apply."""
+    if desired < current:
+        return f"no change: {current - desired} approved removal(s) on main waiting for apply"
+    if desired > current:
+        return f"no change: +{desired - current} on main waiting for apply"
+    return "no change"
+
+
 def render_plan_table(plan: Plan) -> str:
     lines = [f"Plan for cluster {plan.cluster}:", ""]
     width = max((len(g.name) for g in plan.groups), default=0)
@@ -23,7 +32,7 @@ def render_plan_table(plan: Plan) -> str:
         sign = "~" if g.action != NONE else " "
         change = f"{g.current} -> {g.desired}" if g.desired != g.current else f"{g.current}"
         delta_text = f"({delta:+d})" if delta else ""
-        reason = "; ".join(g.reasons) if g.reasons else "no change"
+        reason = "; ".join(g.reasons) if g.reasons else _waiting(g.current, g.desired)
         lines.append(f"  {sign} {g.name.ljust(width)}  {change:<9} {delta_text:<6} {reason}".rstrip())
         added += g.new_nodes
         cancelled += len(g.cancelled_removals)

@@ -178,7 +178,11 @@ def _hand_over(echo: Echo, workdir: Path, endpoint: str) -> None:
         f"AWS_SECRET_ACCESS_KEY=demo AWS_DEFAULT_REGION={REGION}"
     )
     echo(f"asg-reconciler status --config {config}")
-    echo(f"asg-reconciler plan --dry-run --config {config} --snapshot {workdir / 'quiet.yaml'}")
+    echo(f"asg-reconciler plan --dry-run --config {config}")
+    echo(f"asg-reconciler apply --dry-run --config {config}")
+    reviewer = workdir / "reviewer.gitconfig"
+    if reviewer.exists():
+        echo(f"GIT_CONFIG_GLOBAL={reviewer} asg-reconciler approve scale-down --config {config}")
     echo(f"asg-reconciler history --config {config}")
     echo(f"git -C {workdir / 'capacity.git'} log --oneline --all")
 

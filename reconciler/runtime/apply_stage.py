@@ -39,16 +39,18 @@ class ApplyRun:
 
 
 class _GateAt:
-    """The approval gate bound to the clone it reads commits from, made on first use: a run with no
-    removal to judge (scale-ups are urgent) must not fail on approval settings it does not need."""
+    """The approval gate bound to the clone it reads commits from. Made (and its settings checked,
+    a UserError before anything changes) only when the manifest lists removals: a run with nothing
+    to judge, such as an urgent scale-up, never waits on approval settings it does not need."""
 
-    def __init__(self, config: Config, repo: Path) -> None:
-        self.config, self.repo = config, repo
-        self._gate: ApprovalGate | None = None
+    def __init__(self, config: Config, repo: Path, manifest: Manifest) -> None:
+        self.repo = repo
+        needed = any(g.removal_ids for g in manifest.groups)
+        self._gate: ApprovalGate | None = make_gate(config) if needed else None
 
     def approves(self, commit: str) -> tuple[bool, str]:
-        if self._gate is None:
-            self._gate = make_gate(self.config)
+        if self._gate is None:  # the manifest listed no removal, so nothing asks
+            return False, "no approval gate was set up (the manifest lists no removals)"
         verdict = self._gate.check(commit, self.repo)
         return verdict.approved, verdict.reason
 
@@ -108,7 +110,7 @@ def apply_once(config: Config, now: datetime, *, dry_run: bool, ref: str | None 
     manifest = manifest_at(target)
     if manifest is None:
         raise UserError(f"{label}: no manifest at the commit to apply (run plan first)")
-    gate = _GateAt(config, copy.path)
+    gate = _GateAt(config, copy.path, manifest)
     inventory = observe(config, None, now)
     inputs = ApplyInputs(
         config=config,

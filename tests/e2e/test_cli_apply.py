@@ -413,3 +413,18 @@ def test_approve_mistakes_are_one_line(
     assert keyless.code == 2, keyless.err
     assert "gpg.format ssh" in keyless.err and len(keyless.err.strip().splitlines()) == 1
     assert git("rev-parse", "--verify", "--quiet", f"refs/heads/{PROPOSAL}", cwd=world.remote).strip()
+
+
+def test_missing_signers_with_a_removal_to_judge_is_exit_2_and_nothing_changes(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    approved(world, capsys)
+    waiting = world.cli(capsys, "plan", "--dry-run")
+    assert "1 approved removal(s) on main waiting for apply" in waiting.out
+    (world.tmp / "allowed_signers").unlink()
+    notes_before = git("for-each-ref", "refs/notes", cwd=world.remote)
+    broken = world.cli(capsys, "apply")
+    assert broken.code == 2, broken.out + broken.err
+    assert "approval.allowedSigners" in broken.err and len(broken.err.strip().splitlines()) == 1
+    untouched(world)
+    assert git("for-each-ref", "refs/notes", cwd=world.remote) == notes_before  # not even a record

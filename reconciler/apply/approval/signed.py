@@ -103,8 +103,8 @@ class SignedGate:
             return Verdict(
                 False,
                 "",
-                f"{short(commit)} is not signed; approve the scale-down with `asg-reconciler approve "
-                f"PROPOSAL` (a merge signed with your SSH key, listed in {KEY})",
+                f"{short(commit)} is not signed; approve a proposal with `asg-reconciler approve "
+                f"PROPOSAL`, or make the change as a commit signed with an SSH key listed in {KEY}",
             )
         if kind != "ssh":
             return Verdict(

@@ -23,7 +23,7 @@ from reconciler.aws.clients import make_clients
 from reconciler.config import Config
 from reconciler.errors import RefusedError, UserError
 from reconciler.gitops.manifest import Manifest
-from reconciler.gitops.records import ApplyRecord, GroupRecord, append_record, last_applied
+from reconciler.gitops.records import ApplyRecord, GroupRecord, append_record, read_records
 from reconciler.gitops.repo import WorkingCopy
 from reconciler.kube.client import api_client
 from reconciler.kube.drain import NodeDrainer
@@ -71,6 +71,15 @@ def _committed_at(copy: WorkingCopy, sha: str) -> datetime:
     return git.Repo(copy.path).commit(sha).committed_datetime.astimezone(UTC)
 
 
+def _last_acted_on(copy: WorkingCopy, config: Config) -> str | None:
+    """The newest first-parent commit an apply of this cluster acted on, partly or wholly: a partial
+    run changed AWS too, so going back behind it would undo what it did."""
+    for commit, records in read_records(copy, config.git.branch).items():
+        if any(r.cluster == config.cluster for r in records):
+            return commit
+    return None
+
+
 def _target(copy: WorkingCopy, config: Config, ref: str | None) -> tuple[str, list[str]]:
     """The commit to apply and main's first-parent chain from it backwards (rule 4)."""
     branch = config.git.branch
@@ -85,10 +94,10 @@ def _target(copy: WorkingCopy, config: Config, ref: str | None) -> tuple[str, li
             f"--ref {ref}: {target[:12]} is not on the first-parent history of {branch}; "
             "apply acts only on what was merged to it"
         )
-    last = last_applied(copy, branch, cluster=config.cluster)
-    if last is not None and chain.index(target) > chain.index(last[0]):
+    last = _last_acted_on(copy, config)
+    if last is not None and chain.index(target) > chain.index(last):
         raise RefusedError(
-            f"--ref {ref}: {target[:12]} is older than the last applied commit {last[0][:12]}; "
+            f"--ref {ref}: {target[:12]} is older than the last applied commit {last[:12]}; "
             "apply never goes back (commit a new change instead)"
         )
     return target, chain[chain.index(target) :]

@@ -11,15 +11,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from botocore.awsrequest import AWSResponse
 
+from reconciler.aws import clients as aws_clients_module
 from reconciler.demo.kube_api import FakeKubeAPI
 from reconciler.gitops.manifest import parse_manifest
+from reconciler.kube.lease import ApplyLease, LeaseLost
 from reconciler.model import OWN_DRAIN_TAINT
 from tests.e2e.cli import run
 from tests.fakes import k8s_objects as k
-from tests.fixtures_aws import MotoAws
+from tests.fixtures_aws import MotoAws, _Body
 from tests.fixtures_git import BOB, git
 from tests.fixtures_kube import write_kubeconfig
+from tests.integration.test_aws_clients import REFRESH_IN_PROGRESS
 
 TAGS = {"k8s.io/cluster-autoscaler/enabled": "true", "k8s.io/cluster-autoscaler/prod": "owned"}
 MAIN_PATH = "capacity/prod.yaml"
@@ -369,6 +373,8 @@ def test_a_drain_that_cannot_finish_gives_the_node_back(
     assert failed.code == 1, failed.out + failed.err
     assert f"{world.b_id}: drain of node-b did not finish" in failed.out
     assert world.desired() == 2 and world.b_id in world.in_service()
+    record = world.note()["records"][-1]
+    assert record["complete"] is False and record["groups"][0]["action"] == "failed"
     node_b = world.kube.get_object("Node", None, "node-b")
     assert node_b is not None and not any(
         t["key"] == OWN_DRAIN_TAINT for t in node_b["spec"].get("taints", [])
@@ -428,3 +434,151 @@ def test_missing_signers_with_a_removal_to_judge_is_exit_2_and_nothing_changes(
     assert "approval.allowedSigners" in broken.err and len(broken.err.strip().splitlines()) == 1
     untouched(world)
     assert git("for-each-ref", "refs/notes", cwd=world.remote) == notes_before  # not even a record
+
+
+# ------------------------------------------------------------- gaps found by mutation testing
+
+
+def manifest_on_main(world: World) -> str:
+    return git("show", f"main:{MAIN_PATH}", cwd=world.remote)
+
+
+def signed_commit(world: World, text: str | None, message: str, env: dict[str, str] | None = None) -> str:
+    """Alice commits (signed with her key) on main, optionally changing the manifest."""
+    clone = world.tmp / f"alice-{message.split()[0]}"
+    git("clone", "--quiet", str(world.remote), str(clone))
+    if text is not None:
+        (clone / MAIN_PATH).write_text(text)
+        git("add", MAIN_PATH, cwd=clone)
+    git("commit", "--quiet", "--allow-empty", "-S", "-m", message, cwd=clone, env=env)
+    git("push", "--quiet", "origin", "main", cwd=clone)
+    return git("rev-parse", "HEAD", cwd=clone).strip()
+
+
+def test_a_commit_off_the_first_parent_line_is_refused(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Rule 4: only what was merged to main, along main, may be applied."""
+    world.kube.put(pod("web-b2", "node-b", "1500m"))
+    assert world.cli(capsys, "plan").code == 0
+    side = BOB.commit(world.remote, "side", {"notes.txt": "a side branch\n"}, "side work")
+    BOB.merge(world.remote, "main", "side", "Merge side work")
+    refused = world.cli(capsys, "apply", "--ref", side)
+    assert refused.code == 3
+    assert "is not on the first-parent history of main" in refused.err
+    assert world.desired() == 2
+
+
+def test_applying_an_older_target_gates_the_removal_as_it_was_there(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Rule 4: Bob's unsigned merge U adds b; W withdraws it; Alice's signed Z adds it again. Applying U
+    must judge U's own history, not the tip's."""
+    assert world.cli(capsys, "plan").code == 0
+    unsigned = BOB.merge(world.remote, "main", PROPOSAL, "Merge scale-down proposal (no signature)")
+    listed = manifest_on_main(world)
+    withdrawn = listed.replace(f"      - {world.b_id}", "").replace(
+        "removeInstances:\n", "removeInstances: []\n"
+    )
+    BOB.commit(world.remote, "main", {MAIN_PATH: withdrawn}, "withdraw the removal")
+    signed_commit(world, listed, "re-add the removal, signed")
+    refused = world.cli(capsys, "apply", "--ref", unsigned)
+    assert refused.code == 3, refused.out + refused.err
+    assert f"{world.b_id}: not approved" in refused.out
+    untouched(world)
+
+
+def test_the_ttl_counts_from_the_approval_not_from_later_commits(
+    world: World, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    approved(world, capsys)
+    later = (datetime.now(UTC) + timedelta(hours=24, minutes=30)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    signed_commit(world, None, "unrelated, a day later", env={"GIT_COMMITTER_DATE": later})
+    monkeypatch.setattr("reconciler.cli._now", lambda: datetime.now(UTC) + timedelta(hours=25))
+    refused = world.cli(capsys, "apply")
+    assert refused.code == 3, refused.out + refused.err
+    assert "older than scaleDown.proposalTTL" in refused.out
+    untouched(world)
+
+
+def test_a_lease_lost_mid_run_stops_before_the_next_change(
+    world: World, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rule 6: the Lease is checked before each change; here another apply takes it over after the
+    drain's mark (a fault hook on the check, as botocore's before-send is for AWS)."""
+    approved(world, capsys)
+    checks: list[int] = []
+    real_check = ApplyLease.check
+
+    def check(self: ApplyLease) -> None:
+        checks.append(1)
+        if len(checks) > 1:
+            raise LeaseLost(f"lease {self.where} was taken over by other-apply")
+        real_check(self)
+
+    monkeypatch.setattr(ApplyLease, "check", check)
+    failed = world.cli(capsys, "apply")
+    assert failed.code == 1, failed.out + failed.err
+    assert "taken over by other-apply" in failed.out
+    assert world.desired() == 2 and world.b_id in world.in_service()  # never terminated
+
+
+def test_an_instance_refresh_keeps_apply_off_the_group(
+    world: World, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rule 7: AWS replacing instances is another writer; the approved removal waits."""
+    approved(world, capsys)
+    real_session = aws_clients_module.core_session
+
+    def session() -> Any:
+        core = real_session()
+
+        def refresh(request: Any, **_: Any) -> Any:
+            return AWSResponse(request.url, 200, {"Content-Type": "text/xml"}, _Body(REFRESH_IN_PROGRESS))
+
+        core.register("before-send.auto-scaling.DescribeInstanceRefreshes", refresh)
+        return core
+
+    monkeypatch.setattr(aws_clients_module, "core_session", session)
+    refused = world.cli(capsys, "apply")
+    assert refused.code == 3, refused.out + refused.err
+    assert "an instance refresh is in progress" in refused.out
+    untouched(world)
+
+
+def test_a_group_that_did_something_and_was_refused_reports_refused(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A hand edit on main: one more node (fine, applied) and an unsigned removal (refused): the group
+    says refused, exit 3, and the record is not complete."""
+    world.kube.put(pod("web-b2", "node-b", "1500m"))
+    assert world.cli(capsys, "plan").code == 0
+    text = manifest_on_main(world)
+    edited = text.replace("removeInstances: []", f"removeInstances:\n      - {world.b_id}").replace(
+        "desired: 2", "desired: 4"
+    )
+    assert edited != text
+    BOB.commit(world.remote, "main", {MAIN_PATH: edited}, "one more node, and drop b (unsigned)")
+    result = world.cli(capsys, "apply")
+    assert result.code == 3, result.out + result.err
+    assert "raised desired 2 -> 4" in result.out and f"{world.b_id}: not approved" in result.out
+    record = world.note()["records"][-1]
+    assert record["complete"] is False and record["groups"][0]["action"] == "refused"
+    assert world.desired() == 4 and world.b_id in world.in_service()
+
+
+def test_a_partial_apply_still_counts_as_applied_for_ref(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Going back behind a partly applied commit would undo what it did."""
+    world.kube.put(pod("web-b2", "node-b", "1500m"))
+    assert world.cli(capsys, "plan").code == 0
+    older = git("rev-parse", "main", cwd=world.remote).strip()
+    assert world.cli(capsys, "apply").code == 0
+    text = manifest_on_main(world).replace("removeInstances: []", f"removeInstances:\n      - {world.b_id}")
+    BOB.commit(world.remote, "main", {MAIN_PATH: text}, "drop b (unsigned)")
+    assert world.cli(capsys, "apply").code == 3  # partial: the removal was refused
+    BOB.commit(world.remote, "main", {MAIN_PATH: manifest_on_main(world)}, "no-op")  # not applied yet
+    refused = world.cli(capsys, "apply", "--ref", older)
+    assert refused.code == 3
+    assert "older than the last applied commit" in refused.err

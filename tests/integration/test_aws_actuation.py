@@ -68,3 +68,16 @@ def test_throttled_changes_are_retried(aws: MotoAws) -> None:
     throttled = throttle(act.autoscaling, "SetDesiredCapacity", times=2)
     assert act.raise_desired("g", expected=1, desired=2).desired == 2
     assert (throttled.answered, len(throttled.seen)) == (2, 3)
+
+
+def test_terminate_refuses_an_instance_that_is_not_in_service(aws: MotoAws) -> None:
+    aws.asg("g", min_size=0, max_size=5, desired=3)
+    act = actuator(aws)
+    resting = sorted(act.describe("g").instances)[0]
+    act.autoscaling.enter_standby(
+        AutoScalingGroupName="g", InstanceIds=[resting], ShouldDecrementDesiredCapacity=False
+    )
+    with pytest.raises(RefusedError, match=f"instance {resting} is Standby"):
+        act.terminate("g", resting)
+    after = act.describe("g")
+    assert after.desired == 3 and after.instances[resting] == "Standby"

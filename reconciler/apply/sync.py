@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Protocol
 
 from reconciler.apply.changes import Introduced
 from reconciler.apply.recheck import recheck
 from reconciler.config import Config
+from reconciler.durations import format_duration
 from reconciler.errors import ReconcilerError, RefusedError
 from reconciler.gitops.manifest import Manifest
 from reconciler.gitops.plan_edits import committed_groups
@@ -272,17 +273,17 @@ def _remove(
     age = inputs.now - inputs.commit_time(origin.commit)
     if age > ttl:
         run.refuse(
-            f"{instance}: approved {_ago(age)} ago in {origin.commit[:12]}, older than "
-            f"scaleDown.proposalTTL {_ago(ttl)}; the next plan proposes again if still unneeded"
+            f"{instance}: approved {format_duration(age)} ago in {origin.commit[:12]}, older than "
+            f"scaleDown.proposalTTL {format_duration(ttl)}; the next plan proposes again if still unneeded"
         )
         return
     if verdict is not None:
         run.refuse(f"{instance}: no longer safe to remove: {verdict}")
         return
     node = next((n.name for n in inventory.nodes if n.instance_id == instance), None)
-    what = f"drain {node} and terminate {instance}" if node else f"terminate {instance} (no node)"
     run.after -= 1
     if inputs.dry_run:
+        what = f"drain {node} and terminate {instance}" if node else f"terminate {instance} (no node)"
         run.did(SCALE_DOWN, f"would {what}")
         return
     drainer = effects.drainer
@@ -298,11 +299,5 @@ def _remove(
     effects.guard()
     effects.actuator.terminate(inventory.name, instance)
     run.terminated.append(instance)
-    run.did(SCALE_DOWN, f"{what.replace('drain', 'drained', 1).replace('terminate', 'terminated', 1)}")
-
-
-def _ago(value: timedelta) -> str:
-    seconds = int(value.total_seconds())
-    if seconds >= 3600:
-        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-    return f"{seconds // 60}m"
+    done = f"drained {node} and terminated {instance}" if node else f"terminated {instance} (no node)"
+    run.did(SCALE_DOWN, done)

@@ -285,7 +285,7 @@ def test_an_approval_older_than_the_proposal_ttl_is_refused(
     monkeypatch.setattr("reconciler.cli._now", lambda: datetime.now(UTC) + timedelta(hours=25))
     refused = world.cli(capsys, "apply")
     assert refused.code == 3, refused.out + refused.err
-    assert "older than scaleDown.proposalTTL 24h00m" in refused.out
+    assert "older than scaleDown.proposalTTL 24h" in refused.out
     untouched(world)
 
 

@@ -24,7 +24,7 @@ from reconciler.config import Config
 from reconciler.errors import RefusedError, UserError
 from reconciler.gitops.manifest import Manifest
 from reconciler.gitops.records import ApplyRecord, GroupRecord, append_record, read_records
-from reconciler.gitops.repo import WorkingCopy
+from reconciler.gitops.repo import REMOTE, WorkingCopy
 from reconciler.kube.client import api_client
 from reconciler.kube.drain import NodeDrainer
 from reconciler.kube.lease import ApplyLease
@@ -58,7 +58,7 @@ class _GateAt:
 def _resolve(copy: WorkingCopy, ref: str) -> str | None:
     """A branch of the remote, or any commit-ish of the clone."""
     repo = git.Repo(copy.path)
-    for name in (f"refs/remotes/origin/{ref}", ref):
+    for name in (f"refs/remotes/{REMOTE}/{ref}", ref):
         try:
             return str(repo.commit(name).hexsha)
         except (git.BadName, ValueError):
@@ -86,18 +86,19 @@ def _target(copy: WorkingCopy, config: Config, ref: str | None) -> tuple[str, li
     chain = copy.first_parent(branch)
     if not chain:
         raise UserError(f"git.branch: {branch} has no commits in {copy.shown_url} (run plan first)")
+    shown = f"--ref {ref}" if ref is not None else f"the tip of {branch}"
     target = chain[0] if ref is None else _resolve(copy, ref)
     if target is None:
         raise UserError(f"--ref {ref}: no such commit or branch in {copy.shown_url}")
     if target not in chain:
         raise RefusedError(
-            f"--ref {ref}: {target[:12]} is not on the first-parent history of {branch}; "
+            f"{shown}: {target[:12]} is not on the first-parent history of {branch}; "
             "apply acts only on what was merged to it"
         )
     last = _last_acted_on(copy, config)
     if last is not None and chain.index(target) > chain.index(last):
         raise RefusedError(
-            f"--ref {ref}: {target[:12]} is older than the last applied commit {last[:12]}; "
+            f"{shown}: {target[:12]} is older than the last applied commit {last[:12]}; "
             "apply never goes back (commit a new change instead)"
         )
     return target, chain[chain.index(target) :]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import os
 import random
+import shutil
 import socket
 import subprocess
 import tempfile
@@ -34,6 +35,12 @@ from reconciler.gitops.trailers import (
     Reason,
     build_message,
     summarize,
+)
+
+# git's SSH signing runs OpenSSH's ssh-keygen (Debian: openssh-client, which git recommends). Without it
+# the signed-approval tests cannot run at all: they are skipped, saying so, rather than failing.
+needs_ssh_keygen = pytest.mark.skipif(
+    shutil.which("ssh-keygen") is None, reason="SSH-signed approvals need ssh-keygen (openssh-client)"
 )
 
 CLUSTER = "test-cluster"

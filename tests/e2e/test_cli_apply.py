@@ -21,9 +21,11 @@ from reconciler.model import OWN_DRAIN_TAINT
 from tests.e2e.cli import run
 from tests.fakes import k8s_objects as k
 from tests.fixtures_aws import MotoAws, _Body
-from tests.fixtures_git import BOB, git
+from tests.fixtures_git import BOB, git, needs_ssh_keygen
 from tests.fixtures_kube import write_kubeconfig
 from tests.integration.test_aws_clients import REFRESH_IN_PROGRESS
+
+pytestmark = needs_ssh_keygen
 
 TAGS = {"k8s.io/cluster-autoscaler/enabled": "true", "k8s.io/cluster-autoscaler/prod": "owned"}
 MAIN_PATH = "capacity/prod.yaml"

@@ -24,7 +24,19 @@ from reconciler.gitops.approve import approve
 from reconciler.gitops.forge.github import GitHubForge
 from reconciler.gitops.repo import Identity, WorkingCopy
 from tests.fakes.github_api import FakeGitHub
-from tests.fixtures_git import ALICE, BOB, BOT, MANIFEST_PATH, SEED_MANIFEST, Person, git, show
+from tests.fixtures_git import (
+    ALICE,
+    BOB,
+    BOT,
+    MANIFEST_PATH,
+    SEED_MANIFEST,
+    Person,
+    git,
+    needs_ssh_keygen,
+    show,
+)
+
+pytestmark = needs_ssh_keygen
 
 PROPOSAL = "asg-reconciler/test-cluster/scale-down"
 PROPOSED = SEED_MANIFEST.replace("    removeInstances: []\n", "    removeInstances: [i-0abc]\n", 1)

@@ -13,6 +13,8 @@ from collections.abc import Mapping, Set
 from dataclasses import replace
 from datetime import timedelta
 
+from reconciler.inventory import Inventory, build_inventory
+from reconciler.model import OWN_DRAIN_TAINT, Node
 from reconciler.planning.plan import make_plan
 from reconciler.planning.types import CommittedGroup, PlanInputs, PlannerMemory
 
@@ -45,10 +47,15 @@ def recheck(inputs: PlanInputs, approved: Mapping[str, Set[str]]) -> dict[str, s
         last_scale_up={},
     )
     wanted = frozenset(i for ids in approved.values() for i in ids)
+    inventory = _without_own_taint(inputs.inventory, wanted)
     config = inputs.config
     cap = config.scale_down.max_nodes_per_plan + len(wanted)  # approved ones are tried first
     uncapped = replace(config, scale_down=replace(config.scale_down, max_nodes_per_plan=cap))
-    plan = make_plan(replace(inputs, committed=committed, memory=memory, proposed=wanted, config=uncapped))
+    plan = make_plan(
+        replace(
+            inputs, inventory=inventory, committed=committed, memory=memory, proposed=wanted, config=uncapped
+        )
+    )
     removed = {r.instance_id for g in plan.groups for r in g.removals}
     kept = {u.node: u.reason for u in plan.unremovable}
     verdicts: dict[str, str | None] = {}
@@ -65,3 +72,23 @@ def recheck(inputs: PlanInputs, approved: Mapping[str, Set[str]]) -> dict[str, s
                 # the planner lists every candidate it keeps, except busy nodes (as CA)
                 verdicts[instance] = found or "busy again: at or above its scale-down utilisation threshold"
     return verdicts
+
+
+def _without_own_taint(inventory: Inventory, instances: frozenset[str]) -> Inventory:
+    """A node of an approved instance may carry our drain taint from a run that crashed before
+    terminating it: that drain is to be resumed, so the taint must not make the planner keep the
+    node ("being drained by asg-reconciler")."""
+    nodes = inventory.state.nodes
+    if not any(n.instance_id in instances and _own(n) for n in nodes):
+        return inventory
+    cleaned = tuple(
+        replace(n, taints=tuple(t for t in n.taints if t.key != OWN_DRAIN_TAINT))
+        if n.instance_id in instances
+        else n
+        for n in nodes
+    )
+    return build_inventory(replace(inventory.state, nodes=cleaned), tuple(g.group for g in inventory.groups))
+
+
+def _own(node: Node) -> bool:
+    return any(t.key == OWN_DRAIN_TAINT for t in node.taints)

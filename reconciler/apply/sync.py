@@ -10,7 +10,7 @@ this module holds the decisions and the tests can watch them against moto and th
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -19,15 +19,18 @@ from reconciler.apply.changes import Introduced
 from reconciler.apply.recheck import recheck
 from reconciler.config import Config
 from reconciler.durations import format_duration
-from reconciler.errors import ReconcilerError, RefusedError
+from reconciler.errors import OperationError, ReconcilerError, RefusedError
 from reconciler.gitops.manifest import Manifest
 from reconciler.gitops.plan_edits import committed_groups
 from reconciler.inventory import GroupInventory, Inventory
+from reconciler.kube.parse import ObjectReader
 from reconciler.model import NodeGroup
 from reconciler.planning.baseline import baseline
+from reconciler.planning.drainability import BLOCKS, DrainContext, PdbBudget, drain_verdict
 from reconciler.planning.types import CommittedGroup, PlanInputs
 
 SCALE_UP, SCALE_DOWN, NONE, REFUSED, FAILED = "scale-up", "scale-down", "none", "refused", "failed"
+IN_SERVICE = "InService"
 
 
 class Actuator(Protocol):
@@ -37,7 +40,13 @@ class Actuator(Protocol):
 
 class Drainer(Protocol):
     def mark(self, node: str, commit: str) -> None: ...
-    def drain(self, node: str) -> DrainOutcome: ...
+    def drain(
+        self,
+        node: str,
+        *,
+        vet: Callable[[Sequence[Mapping[str, Any]]], str | None] | None = None,
+        check: Callable[[], None] | None = None,
+    ) -> DrainOutcome: ...
     def unmark(self, node: str) -> None: ...
 
 
@@ -280,24 +289,73 @@ def _remove(
     if verdict is not None:
         run.refuse(f"{instance}: no longer safe to remove: {verdict}")
         return
+    group = inventory.group
+    state = next((i.lifecycle_state for i in group.instances if i.instance_id == instance), "")
+    if state != IN_SERVICE:
+        run.refuse(f"{instance}: is {state or 'not in the group'}; only in-service instances are drained")
+        return
+    if run.after - 1 < group.min_size:
+        run.refuse(f"{instance}: removing it would take {group.name} below its min size {group.min_size}")
+        return
     node = next((n.name for n in inventory.nodes if n.instance_id == instance), None)
-    run.after -= 1
     if inputs.dry_run:
+        run.after -= 1
         what = f"drain {node} and terminate {instance}" if node else f"terminate {instance} (no node)"
         run.did(SCALE_DOWN, f"would {what}")
         return
-    drainer = effects.drainer
-    if node is not None:
+    drainer, marked = effects.drainer, False
+    try:
+        if node is not None:
+            effects.guard()
+            drainer.mark(node, inputs.commit)
+            marked = True
+            late = _LatePods(inputs)
+            result = drainer.drain(node, vet=late.vet, check=effects.guard)
+            if not result.complete:
+                if late.refusal is not None:  # a safety rule, not a failure
+                    raise RefusedError(f"drain of {node} stopped: {late.refusal}")
+                raise OperationError(f"drain of {node} did not finish: {result.reason}")
         effects.guard()
-        drainer.mark(node, inputs.commit)
-        result = drainer.drain(node)
-        if not result.complete:
-            drainer.unmark(node)
-            run.after += 1
-            run.fail(f"{instance}: drain of {node} did not finish: {result.reason}; node given back")
-            return
-    effects.guard()
-    effects.actuator.terminate(inventory.name, instance)
+        effects.actuator.terminate(group.name, instance)
+    except ReconcilerError as exc:
+        given_back = _give_back(drainer, node) if marked else ""
+        if isinstance(exc, RefusedError):
+            run.refuse(f"{instance}: {exc}{given_back}")
+        else:
+            run.fail(f"{instance}: {exc}{given_back}")
+        return
+    run.after -= 1
     run.terminated.append(instance)
     done = f"drained {node} and terminated {instance}" if node else f"terminated {instance} (no node)"
     run.did(SCALE_DOWN, done)
+
+
+def _give_back(drainer: Drainer, node: str | None) -> str:
+    """Take our taint off a node whose removal did not happen, so it serves again."""
+    if node is None:
+        return ""
+    try:
+        drainer.unmark(node)
+    except ReconcilerError as exc:
+        return f"; node {node} still carries the drain taint ({exc}): the next apply gives it back"
+    return f"; node {node} given back"
+
+
+class _LatePods:
+    """The drain rules again, on the pods a drain is about to evict: one that arrived after the
+    re-check and forbids the drain (safe-to-evict: "false", local storage, no controller, ...)
+    stops it before it is evicted."""
+
+    def __init__(self, inputs: ApplyInputs) -> None:
+        self.reader = ObjectReader()
+        pdbs = PdbBudget(inputs.inventory.state.pdbs)
+        self.context = DrainContext(inputs.config.scale_down, inputs.now, pdbs.has_pdb)
+        self.refusal: str | None = None
+
+    def vet(self, raw_pods: Sequence[Mapping[str, Any]]) -> str | None:
+        for raw in raw_pods:
+            verdict = drain_verdict(self.reader.pod(raw), self.context)
+            if verdict.outcome == BLOCKS:
+                self.refusal = f"{verdict.reason} (arrived after the re-check)"
+                return self.refusal
+        return None

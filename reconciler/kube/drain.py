@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -159,22 +159,44 @@ class NodeDrainer:
 
     # ------------------------------------------------------------------ the drain
 
-    def drain(self, node: str) -> DrainResult:
+    def drain(
+        self,
+        node: str,
+        *,
+        vet: Callable[[Sequence[Mapping[str, Any]]], str | None] | None = None,
+        check: Callable[[], None] | None = None,
+    ) -> DrainResult:
         """Evict every pod that must leave `node` and wait until they are gone or the timeout passes.
 
         Mark the node first, or evicted pods may be scheduled straight back. DaemonSet pods, mirror
         pods and finished pods stay (the node's end takes them), as in cluster-autoscaler. A pod
         whose budget forbids eviction now is retried every poll; pods already being deleted count
         until they are gone. Never deletes a pod directly.
+
+        `vet` sees, on every look, the pods about to be evicted; a reason from it stops the drain
+        before they are (a pod that arrived after the caller decided, and forbids the drain).
+        `check` runs before every look (the apply Lease: raising stops the drain).
         """
         deadline = self._monotonic() + self.timeout.total_seconds()
         evicted: list[str] = []
         accepted: set[str] = set()  # uids whose eviction the API accepted
         looked_again = False
         while True:
+            if check is not None:
+                check()
             pods = [p for p in self._pods(node) if not _stays(p)]
             if not pods:
                 return DrainResult(node, tuple(evicted), True, "")
+            if vet is not None:
+                fresh = [
+                    p
+                    for p in pods
+                    if str(p["metadata"].get("uid", "")) not in accepted
+                    and not p["metadata"].get("deletionTimestamp")
+                ]
+                refusal = vet(fresh) if fresh else None
+                if refusal is not None:
+                    return DrainResult(node, tuple(evicted), False, refusal)
             waiting: dict[str, str] = {}  # every pod still there, with why
             blocked = False  # anything that only time can change
             for pod in pods:

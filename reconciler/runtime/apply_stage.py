@@ -111,13 +111,19 @@ def apply_once(config: Config, now: datetime, *, dry_run: bool, ref: str | None 
     manifests: dict[str, Manifest | None] = {}
 
     def manifest_at(sha: str) -> Manifest | None:
+        """An older commit's manifest that does not parse lists nothing: a removal then traces to
+        the newer commit that listed it, which the gate judges (fails safe, never blocks a run)."""
         if sha not in manifests:
-            manifests[sha] = read_manifest(
-                copy.read_file(config.manifest_path, sha), f"{sha[:12]}:{config.manifest_path}"
-            )
+            try:
+                manifests[sha] = read_manifest(
+                    copy.read_file(config.manifest_path, sha), f"{sha[:12]}:{config.manifest_path}"
+                )
+            except UserError:
+                manifests[sha] = None
         return manifests[sha]
 
-    manifest = manifest_at(target)
+    manifest = read_manifest(copy.read_file(config.manifest_path, target), label)
+    manifests[target] = manifest
     if manifest is None:
         raise UserError(f"{label}: no manifest at the commit to apply (run plan first)")
     gate = _GateAt(config, copy.path, manifest)

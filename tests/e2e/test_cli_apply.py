@@ -17,7 +17,7 @@ from reconciler.aws import clients as aws_clients_module
 from reconciler.demo.kube_api import FakeKubeAPI
 from reconciler.gitops.manifest import parse_manifest
 from reconciler.kube.lease import ApplyLease, LeaseLost
-from reconciler.model import OWN_DRAIN_TAINT
+from reconciler.model import OWN_DRAIN_TAINT, SAFE_TO_EVICT
 from tests.e2e.cli import run
 from tests.fakes import k8s_objects as k
 from tests.fixtures_aws import MotoAws, _Body
@@ -584,3 +584,71 @@ def test_a_partial_apply_still_counts_as_applied_for_ref(
     refused = world.cli(capsys, "apply", "--ref", older)
     assert refused.code == 3
     assert "older than the last applied commit" in refused.err
+
+
+def test_a_pod_that_arrives_after_the_recheck_and_forbids_the_drain_is_never_evicted(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Rule 5 at drain time: the drain looks at every pod it is about to evict with the planner's
+    drain rules, so a bare pod with safe-to-evict "false" landing while apply runs stops it."""
+    approved(world, capsys)
+    pinned = k.pod(
+        "pinned",
+        "shop",
+        node_name="node-b",
+        owner_kind="ReplicaSet",
+        owner_name="pinned",
+        annotations={SAFE_TO_EVICT: "false"},
+    )
+
+    def arrive_while_marking(method: str, path: str, query: dict[str, str]) -> None:
+        if (
+            method in ("PUT", "PATCH")
+            and path == "/api/v1/nodes/node-b"
+            and not world.kube.get_object("Pod", "shop", "pinned")
+        ):
+            world.kube.put(pinned)
+        return None
+
+    world.kube.fault = arrive_while_marking
+    refused = world.cli(capsys, "apply")
+    assert refused.code == 3, refused.out + refused.err
+    assert "drain of node-b stopped: pod shop/pinned is annotated safe-to-evict: false" in refused.out
+    assert world.kube.get_object("Pod", "shop", "pinned") is not None
+    assert world.kube.get_object("Pod", "shop", "web-b") is not None  # nothing was evicted
+    untouched(world)
+
+
+def test_a_drain_resumes_after_a_crash_left_its_taint(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Rule 6: our taint on a node still approved for removal is the crashed run's drain: resumed."""
+    approved(world, capsys)
+    node_b = world.kube.get_object("Node", None, "node-b")
+    assert node_b is not None
+    node_b["spec"]["taints"] = [{"key": OWN_DRAIN_TAINT, "value": "0" * 40, "effect": "NoSchedule"}]
+    world.kube.put(node_b)
+    resumed = world.cli(capsys, "apply")
+    assert resumed.code == 0, resumed.out + resumed.err
+    assert world.desired() == 1 and world.b_id not in world.in_service()
+
+
+def test_a_failure_after_marking_gives_the_node_back_and_records_no_change(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An API error mid-drain: the taint comes off, and the record keeps desired as AWS has it."""
+    approved(world, capsys)
+    world.kube.fault = lambda method, path, query: (
+        (500, None)
+        if method == "GET"
+        and path == "/api/v1/pods"
+        and "spec.nodeName=node-b" in query.get("fieldSelector", "")
+        else None
+    )
+    failed = world.cli(capsys, "apply")
+    world.kube.fault = None
+    assert failed.code == 1, failed.out + failed.err
+    assert "node node-b given back" in failed.out
+    untouched(world)
+    record = world.note()["records"][-1]
+    assert record["groups"][0]["desiredAfter"] == 2 and record["complete"] is False

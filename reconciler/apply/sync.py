@@ -157,6 +157,7 @@ class ApplyInputs:
     commit_time: Callable[[str], datetime]
     now: datetime
     dry_run: bool = False
+    last_desired: Mapping[str, int] = field(default_factory=dict)  # group -> as the last apply left it
 
 
 def apply(
@@ -231,13 +232,26 @@ def _sync_group(
     if group.has_instance_refresh:
         raise RefusedError("an instance refresh is in progress: instances are being replaced")
     base = baseline(group, committed)
+    intended = base.aws_desired + base.unapplied_increase
+    last = inputs.last_desired.get(group.name)
+    mode = inputs.config.apply.drift
+    if last is not None and group.desired != last:
+        direction = "lowered" if group.desired < last else "raised"
+        run.notes.append(
+            f"drift: desired {direction} outside the tool from {last} to {group.desired} since the last apply"
+        )
+        if group.desired < last and mode != "restore":
+            # Only what main added since the last apply is applied on top; the rest stays as someone
+            # set it (`restore` raises it back).
+            intended = group.desired + max(0, intended - last)
+            run.notes.append(f"apply.drift {mode}: not raised back (apply.drift restore would)")
     if base.manual_decrease:
         run.notes.append(
             f"AWS desired {group.desired} is {base.manual_decrease} above the manifest: not lowered "
             "(apply never lowers desired; the next plan names the instances to remove)"
         )
-    if base.unapplied_increase:
-        _raise(inputs, group, base.aws_desired + base.unapplied_increase, run, effects)
+    if intended > group.desired:
+        _raise(inputs, group, intended, run, effects)
     for instance in base.approved_present:
         _remove(inputs, inventory, instance, verdicts.get(instance), run, effects)
 

@@ -23,7 +23,7 @@ from reconciler.aws.clients import make_clients
 from reconciler.config import Config
 from reconciler.errors import RefusedError, UserError
 from reconciler.gitops.manifest import Manifest
-from reconciler.gitops.records import ApplyRecord, GroupRecord, append_record, read_records
+from reconciler.gitops.records import ApplyRecord, GroupRecord, Records, append_record, read_records
 from reconciler.gitops.repo import REMOTE, WorkingCopy
 from reconciler.kube.client import api_client
 from reconciler.kube.drain import NodeDrainer
@@ -71,16 +71,31 @@ def _committed_at(copy: WorkingCopy, sha: str) -> datetime:
     return git.Repo(copy.path).commit(sha).committed_datetime.astimezone(UTC)
 
 
-def _last_acted_on(copy: WorkingCopy, config: Config) -> str | None:
+def _last_acted_on(records: Records, cluster: str) -> str | None:
     """The newest first-parent commit an apply of this cluster acted on, partly or wholly: a partial
     run changed AWS too, so going back behind it would undo what it did."""
-    for commit, records in read_records(copy, config.git.branch).items():
-        if any(r.cluster == config.cluster for r in records):
+    for commit, found in records.items():
+        if any(r.cluster == cluster for r in found):
             return commit
     return None
 
 
-def _target(copy: WorkingCopy, config: Config, ref: str | None) -> tuple[str, list[str]]:
+def last_desired(records: Records, cluster: str) -> dict[str, int]:
+    """Each group's DesiredCapacity as the newest apply of this cluster left it: a different value in
+    AWS now was set by someone else (drift, DESIGN §3.7)."""
+    newest_first = sorted(
+        (r for found in records.values() for r in found if r.cluster == cluster),
+        key=lambda r: r.applied_at,
+        reverse=True,
+    )
+    left: dict[str, int] = {}
+    for record in newest_first:
+        for group in record.groups:
+            left.setdefault(group.name, group.desired_after)
+    return left
+
+
+def _target(copy: WorkingCopy, config: Config, ref: str | None, records: Records) -> tuple[str, list[str]]:
     """The commit to apply and main's first-parent chain from it backwards (rule 4)."""
     branch = config.git.branch
     chain = copy.first_parent(branch)
@@ -95,7 +110,7 @@ def _target(copy: WorkingCopy, config: Config, ref: str | None) -> tuple[str, li
             f"{shown}: {target[:12]} is not on the first-parent history of {branch}; "
             "apply acts only on what was merged to it"
         )
-    last = _last_acted_on(copy, config)
+    last = _last_acted_on(records, config.cluster)
     if last is not None and chain.index(target) > chain.index(last):
         raise RefusedError(
             f"{shown}: {target[:12]} is older than the last applied commit {last[:12]}; "
@@ -106,7 +121,8 @@ def _target(copy: WorkingCopy, config: Config, ref: str | None) -> tuple[str, li
 
 def apply_once(config: Config, now: datetime, *, dry_run: bool, ref: str | None = None) -> ApplyRun:
     copy = working_copy(config)
-    target, chain = _target(copy, config, ref)
+    records = read_records(copy, config.git.branch)
+    target, chain = _target(copy, config, ref, records)
     label = f"{target[:12]}:{config.manifest_path}"
     manifests: dict[str, Manifest | None] = {}
 
@@ -137,6 +153,7 @@ def apply_once(config: Config, now: datetime, *, dry_run: bool, ref: str | None 
         commit_time=lambda sha: _committed_at(copy, sha),
         now=now,
         dry_run=dry_run,
+        last_desired=last_desired(records, config.cluster),
     )
     kube = api_client(config.kubernetes)
     drainer = NodeDrainer(kube, timeout=config.apply.drain_timeout)

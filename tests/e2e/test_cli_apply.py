@@ -652,3 +652,32 @@ def test_a_failure_after_marking_gives_the_node_back_and_records_no_change(
     untouched(world)
     record = world.note()["records"][-1]
     assert record["groups"][0]["desiredAfter"] == 2 and record["complete"] is False
+
+
+def scaled_up_then_lowered_outside(world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    world.kube.put(pod("web-b2", "node-b", "1500m"))
+    world.kube.put(k.pod("job-0", "batch", requests={"cpu": "1500m"}, owner_kind="Job", owner_name="j"))
+    assert world.cli(capsys, "plan").code == 0
+    assert world.cli(capsys, "apply").code == 0 and world.desired() == 3
+    world.aws.autoscaling.set_desired_capacity(AutoScalingGroupName="general", DesiredCapacity=2)
+
+
+def test_drift_warn_reports_and_does_not_fight(world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    """Rule 7, apply.drift warn (the default): someone lowered the group after our last apply."""
+    scaled_up_then_lowered_outside(world, capsys)
+    result = world.cli(capsys, "apply")
+    assert result.code == 0, result.out + result.err
+    assert "drift: desired lowered outside the tool from 3 to 2 since the last apply" in result.out
+    assert "apply.drift warn: not raised back" in result.out
+    assert world.desired() == 2
+
+
+def test_drift_restore_raises_back(world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    world.config.write_text(
+        world.config.read_text().replace("drainTimeout: 20s", "drainTimeout: 20s, drift: restore")
+    )
+    scaled_up_then_lowered_outside(world, capsys)
+    result = world.cli(capsys, "apply")
+    assert result.code == 0, result.out + result.err
+    assert "drift: desired lowered outside the tool from 3 to 2" in result.out
+    assert "raised desired 2 -> 3" in result.out and world.desired() == 3

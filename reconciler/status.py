@@ -135,6 +135,8 @@ def build_status(
     committed: Mapping[str, CommittedGroup] | None = None,
     manifest: str | None = None,
     manifest_error: str | None = None,
+    *,
+    last_applied: Mapping[str, int] | None = None,
 ) -> StatusReport:
     """`committed` is the manifest on main (None when not read: no git.url, or `manifest_error`)."""
     groups = []
@@ -172,6 +174,13 @@ def build_status(
             held=base.held,
         )
         extra = manifest_warnings(status)
+        left = (last_applied or {}).get(entry.name)
+        if left is not None and left != status.desired:
+            direction = "lowered" if status.desired < left else "raised"
+            extra.append(
+                f"drift: desired {direction} outside the tool from {left} to {status.desired} since the "
+                "last apply (apply.drift decides what apply does about it)"
+            )
         if committed is not None and entry_on_main is None:
             extra.append("not in the manifest yet: the next plan writes it")
         groups.append(replace(status, warnings=status.warnings + tuple(extra)))

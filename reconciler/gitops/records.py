@@ -350,6 +350,21 @@ def last_scale_up(
     return latest
 
 
+def last_desired(records: Mapping[str, Sequence[ApplyRecord]], cluster: str) -> dict[str, int]:
+    """Each group's DesiredCapacity as the newest apply of this cluster left it: a different value in
+    AWS now was set by someone else (drift, DESIGN §3.7)."""
+    newest_first = sorted(
+        (r for found in records.values() for r in found if r.cluster == cluster),
+        key=lambda r: r.applied_at,
+        reverse=True,
+    )
+    left: dict[str, int] = {}
+    for record in newest_first:
+        for group in record.groups:
+            left.setdefault(group.name, group.desired_after)
+    return left
+
+
 def history_entries(log_record: LogRecord) -> list[Entry]:
     """`history`'s `note_entries`: one kind="apply" entry per group of each record in the note."""
     note = decode_note(log_record.note, log_record.sha)

@@ -23,7 +23,14 @@ from reconciler.aws.clients import make_clients
 from reconciler.config import Config
 from reconciler.errors import RefusedError, UserError
 from reconciler.gitops.manifest import Manifest
-from reconciler.gitops.records import ApplyRecord, GroupRecord, Records, append_record, read_records
+from reconciler.gitops.records import (
+    ApplyRecord,
+    GroupRecord,
+    Records,
+    append_record,
+    last_desired,
+    read_records,
+)
 from reconciler.gitops.repo import REMOTE, WorkingCopy
 from reconciler.kube.client import api_client
 from reconciler.kube.drain import NodeDrainer
@@ -78,21 +85,6 @@ def _last_acted_on(records: Records, cluster: str) -> str | None:
         if any(r.cluster == cluster for r in found):
             return commit
     return None
-
-
-def last_desired(records: Records, cluster: str) -> dict[str, int]:
-    """Each group's DesiredCapacity as the newest apply of this cluster left it: a different value in
-    AWS now was set by someone else (drift, DESIGN §3.7)."""
-    newest_first = sorted(
-        (r for found in records.values() for r in found if r.cluster == cluster),
-        key=lambda r: r.applied_at,
-        reverse=True,
-    )
-    left: dict[str, int] = {}
-    for record in newest_first:
-        for group in record.groups:
-            left.setdefault(group.name, group.desired_after)
-    return left
 
 
 def _target(copy: WorkingCopy, config: Config, ref: str | None, records: Records) -> tuple[str, list[str]]:

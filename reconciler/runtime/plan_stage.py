@@ -18,7 +18,7 @@ from reconciler.gitops.forge import make_forge
 from reconciler.gitops.manifest import Manifest, parse_manifest
 from reconciler.gitops.plan_edits import committed_groups, listed_removals
 from reconciler.gitops.publish import Published, proposal_branch, publish
-from reconciler.gitops.records import last_scale_up, read_records
+from reconciler.gitops.records import last_desired, last_scale_up, read_records
 from reconciler.gitops.repo import WorkingCopy
 from reconciler.gitops.state import load_state
 from reconciler.planning.plan import make_plan
@@ -54,13 +54,14 @@ def read_manifest(text: str | None, label: str) -> Manifest | None:
     return None if text is None else parse_manifest(text, label)
 
 
-def committed_on_main(config: Config) -> tuple[dict[str, CommittedGroup], str]:
-    """The manifest on git.branch as the planner reads it, and where it was read from."""
+def committed_on_main(config: Config) -> tuple[dict[str, CommittedGroup], str, dict[str, int]]:
+    """The manifest on git.branch as the planner reads it, where it was read from, and each group's
+    desired as the last apply left it (from the apply records)."""
     copy = working_copy(config)
     label = f"{config.git.branch}:{config.manifest_path}"
-    return committed_groups(
-        read_manifest(copy.read_file(config.manifest_path, config.git.branch), label)
-    ), label
+    text = copy.read_file(config.manifest_path, config.git.branch)
+    applied = last_desired(read_records(copy, config.git.branch), config.cluster)
+    return committed_groups(read_manifest(text, label)), label, applied
 
 
 def _proposed(copy: WorkingCopy, config: Config) -> frozenset[str]:

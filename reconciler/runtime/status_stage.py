@@ -18,10 +18,11 @@ from reconciler.world import observe
 
 
 def status_once(config: Config, snapshot: Path | None, now: datetime) -> StatusReport:
-    committed, label, error = None, None, None
+    committed, label, error, applied = None, None, None, None
     if config.git.url:
         try:
-            committed, label = committed_on_main(config)
+            committed, label, applied = committed_on_main(config)
         except ReconcilerError as exc:
             error = str(exc)
-    return build_status(config.cluster, observe(config, snapshot, now), committed, label, error)
+    inventory = observe(config, snapshot, now)
+    return build_status(config.cluster, inventory, committed, label, error, last_applied=applied)

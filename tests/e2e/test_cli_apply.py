@@ -681,3 +681,10 @@ def test_drift_restore_raises_back(world: World, capsys: pytest.CaptureFixture[s
     assert result.code == 0, result.out + result.err
     assert "drift: desired lowered outside the tool from 3 to 2" in result.out
     assert "raised desired 2 -> 3" in result.out and world.desired() == 3
+
+
+def test_status_shows_drift_since_the_last_apply(world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    scaled_up_then_lowered_outside(world, capsys)
+    status = world.cli(capsys, "status")
+    assert status.code == 0, status.err
+    assert "general: drift: desired lowered outside the tool from 3 to 2 since the last apply" in status.out

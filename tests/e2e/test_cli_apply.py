@@ -374,13 +374,9 @@ def test_a_drain_that_cannot_finish_gives_the_node_back(
     failed = world.cli(capsys, "apply")
     assert failed.code == 1, failed.out + failed.err
     assert f"{world.b_id}: drain of node-b did not finish" in failed.out
-    assert world.desired() == 2 and world.b_id in world.in_service()
+    untouched(world)  # its pod is still there, terminating forever
     record = world.note()["records"][-1]
     assert record["complete"] is False and record["groups"][0]["action"] == "failed"
-    node_b = world.kube.get_object("Node", None, "node-b")
-    assert node_b is not None and not any(
-        t["key"] == OWN_DRAIN_TAINT for t in node_b["spec"].get("taints", [])
-    )
 
 
 def test_a_crashed_drain_is_given_back_when_its_approval_is_gone(

@@ -270,10 +270,7 @@ def test_a_later_signed_commit_does_not_launder_an_unsigned_removal(
     """Rule 4: the gate judges the commit that brought the removal, not the one being applied."""
     assert world.cli(capsys, "plan").code == 0
     BOB.merge(world.remote, "main", PROPOSAL, "Merge scale-down proposal (no signature)")
-    clone = world.tmp / "alice-clone"
-    git("clone", "--quiet", str(world.remote), str(clone))
-    git("commit", "--quiet", "--allow-empty", "-S", "-m", "signed, but adds nothing", cwd=clone)
-    git("push", "--quiet", "origin", "main", cwd=clone)
+    signed_commit(world, None, "signed, but adds nothing")
     refused = world.cli(capsys, "apply")
     assert refused.code == 3, refused.out + refused.err
     assert f"{world.b_id}: not approved" in refused.out

@@ -4,7 +4,7 @@ drains go through the eviction subresource and wait for PodDisruptionBudgets ins
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -42,20 +42,15 @@ class FakeClock:
 
 
 @pytest.fixture
-def api(kube_api: FakeKubeAPI) -> Iterator[client.ApiClient]:
-    api_client = make_api_client(kube_api.url)
-    yield api_client
-    api_client.close()
-
-
-@pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
 
 
-def drainer(api: client.ApiClient, clock: FakeClock, timeout_s: float = 30, poll: float = 2) -> NodeDrainer:
+def drainer(
+    kube_client: client.ApiClient, clock: FakeClock, timeout_s: float = 30, poll: float = 2
+) -> NodeDrainer:
     return NodeDrainer(
-        api,
+        kube_client,
         timeout=timedelta(seconds=timeout_s),
         poll_seconds=poll,
         sleep=clock.sleep,
@@ -81,10 +76,10 @@ def evictions(kube_api: FakeKubeAPI) -> list[str]:
 
 
 def test_mark_and_unmark_touch_only_our_taint_never_a_cordon(
-    kube_api: FakeKubeAPI, api: client.ApiClient, clock: FakeClock
+    kube_api: FakeKubeAPI, kube_client: client.ApiClient, clock: FakeClock
 ) -> None:
     kube_api.put(k.node("n1", unschedulable=True, taints=[PERSON]))
-    d = drainer(api, clock)
+    d = drainer(kube_client, clock)
 
     d.mark("n1", SHA)
     assert taints(kube_api) == [PERSON, {"key": OWN_DRAIN_TAINT, "value": SHA, "effect": "NoSchedule"}]
@@ -102,10 +97,10 @@ def test_mark_and_unmark_touch_only_our_taint_never_a_cordon(
 
 
 def test_unmark_of_the_only_taint_leaves_no_taints_and_no_cordon(
-    kube_api: FakeKubeAPI, api: client.ApiClient, clock: FakeClock
+    kube_api: FakeKubeAPI, kube_client: client.ApiClient, clock: FakeClock
 ) -> None:
     kube_api.put(k.node("n1"))
-    d = drainer(api, clock)
+    d = drainer(kube_client, clock)
     d.mark("n1", SHA)
     d.unmark("n1")
     spec = node_obj(kube_api)["spec"]
@@ -114,7 +109,7 @@ def test_unmark_of_the_only_taint_leaves_no_taints_and_no_cordon(
 
 
 def test_mark_adopts_a_mark_from_another_commit_and_marked_lists_ours(
-    kube_api: FakeKubeAPI, api: client.ApiClient, clock: FakeClock
+    kube_api: FakeKubeAPI, kube_client: client.ApiClient, clock: FakeClock
 ) -> None:
     kube_api.put(
         k.node("n1", taints=[{"key": OWN_DRAIN_TAINT, "value": SHA, "effect": "NoSchedule"}, PERSON])
@@ -122,7 +117,7 @@ def test_mark_adopts_a_mark_from_another_commit_and_marked_lists_ours(
     kube_api.put(k.node("n2", unschedulable=True))  # a person's cordon is not our drain
     kube_api.put(k.node("n3", taints=[PERSON]))
     kube_api.put(k.node("n4", taints=[{"key": OWN_DRAIN_TAINT, "value": SHA, "effect": "NoSchedule"}]))
-    d = drainer(api, clock)
+    d = drainer(kube_client, clock)
     assert d.marked() == {"n1": SHA, "n4": SHA}
 
     d.mark("n1", NEWER)
@@ -131,9 +126,9 @@ def test_mark_adopts_a_mark_from_another_commit_and_marked_lists_ours(
 
 
 def test_mark_missing_node_is_a_clear_error_and_unmark_is_a_no_op(
-    kube_api: FakeKubeAPI, api: client.ApiClient, clock: FakeClock
+    kube_api: FakeKubeAPI, kube_client: client.ApiClient, clock: FakeClock
 ) -> None:
-    d = drainer(api, clock)
+    d = drainer(kube_client, clock)
     with pytest.raises(OperationError, match=r"cannot mark node gone for draining: it is not in the cluster"):
         d.mark("gone", SHA)
     d.unmark("gone")
@@ -142,7 +137,7 @@ def test_mark_missing_node_is_a_clear_error_and_unmark_is_a_no_op(
 
 
 def test_mark_rereads_on_conflict_and_keeps_a_taint_added_meanwhile(
-    kube_api: FakeKubeAPI, api: client.ApiClient, clock: FakeClock
+    kube_api: FakeKubeAPI, kube_client: client.ApiClient, clock: FakeClock
 ) -> None:
     kube_api.put(k.node("n1"))
     raced = []
@@ -154,19 +149,19 @@ def test_mark_rereads_on_conflict_and_keeps_a_taint_added_meanwhile(
         return None
 
     kube_api.fault = someone_taints_first
-    drainer(api, clock).mark("n1", SHA)
+    drainer(kube_client, clock).mark("n1", SHA)
     assert raced
     assert kube_api.calls[("PATCH", "/api/v1/nodes/n1")] == 2
     assert taints(kube_api) == [PERSON, {"key": OWN_DRAIN_TAINT, "value": SHA, "effect": "NoSchedule"}]
 
 
 def test_mark_gives_up_after_repeated_conflicts(
-    kube_api: FakeKubeAPI, api: client.ApiClient, clock: FakeClock
+    kube_api: FakeKubeAPI, kube_client: client.ApiClient, clock: FakeClock
 ) -> None:
     kube_api.put(k.node("n1"))
     kube_api.fault = lambda method, path, query: (409, None) if method == "PATCH" else None
     with pytest.raises(OperationError, match=r"mark node n1: it kept changing under us \(5 conflicts\)"):
-        drainer(api, clock).mark("n1", SHA)
+        drainer(kube_client, clock).mark("n1", SHA)
 
 
 # ------------------------------------------------------------------------------------------ drain
@@ -189,10 +184,10 @@ def put_node_with_pods(kube_api: FakeKubeAPI) -> None:
 
 
 def test_drain_evicts_movable_pods_and_leaves_daemonset_mirror_and_finished_ones(
-    kube_api: FakeKubeAPI, api: client.ApiClient, clock: FakeClock
+    kube_api: FakeKubeAPI, kube_client: client.ApiClient, clock: FakeClock
 ) -> None:
     put_node_with_pods(kube_api)
-    result = drainer(api, clock).drain("n1")
+    result = drainer(kube_client, clock).drain("n1")
     assert result == DrainResult("n1", ("default/bare", "shop/web-0"), True, "")
     left = {(p["metadata"]["namespace"], p["metadata"]["name"]) for p in kube_api.objects("Pod")}
     assert left == {
@@ -208,7 +203,7 @@ def test_drain_evicts_movable_pods_and_leaves_daemonset_mirror_and_finished_ones
 
 
 def test_drain_waits_while_a_pdb_forbids_and_evicts_once_it_allows(
-    kube_api: FakeKubeAPI, api: client.ApiClient, clock: FakeClock
+    kube_api: FakeKubeAPI, kube_client: client.ApiClient, clock: FakeClock
 ) -> None:
     put_node_with_pods(kube_api)
     kube_api.put(k.pdb("web", "shop", match_labels={"app": "web"}, disruptions_allowed=0))
@@ -218,7 +213,7 @@ def test_drain_waits_while_a_pdb_forbids_and_evicts_once_it_allows(
             kube_api.put(k.pdb("web", "shop", match_labels={"app": "web"}, disruptions_allowed=1))
 
     clock.on_sleep = pdb_allows_on_third_poll
-    result = drainer(api, clock, timeout_s=30, poll=2).drain("n1")
+    result = drainer(kube_client, clock, timeout_s=30, poll=2).drain("n1")
     assert result.complete, result.reason
     assert set(result.evicted) == {"default/bare", "shop/web-0"}
     assert clock.sleeps == [2, 2, 2]
@@ -228,11 +223,11 @@ def test_drain_waits_while_a_pdb_forbids_and_evicts_once_it_allows(
 
 
 def test_drain_times_out_naming_the_pdb_that_blocks(
-    kube_api: FakeKubeAPI, api: client.ApiClient, clock: FakeClock
+    kube_api: FakeKubeAPI, kube_client: client.ApiClient, clock: FakeClock
 ) -> None:
     put_node_with_pods(kube_api)
     kube_api.put(k.pdb("web", "shop", match_labels={"app": "web"}, disruptions_allowed=0))
-    result = drainer(api, clock, timeout_s=10, poll=3).drain("n1")
+    result = drainer(kube_client, clock, timeout_s=10, poll=3).drain("n1")
     assert not result.complete
     assert result.evicted == ("default/bare",)
     assert result.reason == (
@@ -243,11 +238,11 @@ def test_drain_times_out_naming_the_pdb_that_blocks(
 
 
 def test_drain_waits_for_terminating_pods_until_they_are_gone(
-    kube_api: FakeKubeAPI, api: client.ApiClient
+    kube_api: FakeKubeAPI, kube_client: client.ApiClient
 ) -> None:
     put_node_with_pods(kube_api)
     kube_api.pod_termination_seconds = 0.2  # the kubelet takes a moment to stop them
-    d = NodeDrainer(api, timeout=timedelta(seconds=10), poll_seconds=0.02)
+    d = NodeDrainer(kube_client, timeout=timedelta(seconds=10), poll_seconds=0.02)
     result = d.drain("n1")
     assert result.complete, result.reason
     assert set(result.evicted) == {"default/bare", "shop/web-0"}
@@ -256,13 +251,13 @@ def test_drain_waits_for_terminating_pods_until_they_are_gone(
 
 
 def test_drain_reports_pods_that_never_finish_terminating(
-    kube_api: FakeKubeAPI, api: client.ApiClient, clock: FakeClock
+    kube_api: FakeKubeAPI, kube_client: client.ApiClient, clock: FakeClock
 ) -> None:
     kube_api.put(k.node("n1"))
     kube_api.put(k.pod("stuck", "shop", node_name="n1", deletion_timestamp="2026-01-01T00:00:00Z"))
     kube_api.put(k.pod("web-0", "shop", node_name="n1", owner_kind="ReplicaSet"))
     kube_api.pod_termination_seconds = math.inf
-    result = drainer(api, clock, timeout_s=4, poll=2).drain("n1")
+    result = drainer(kube_client, clock, timeout_s=4, poll=2).drain("n1")
     assert not result.complete
     assert result.evicted == ("shop/web-0",)
     assert result.reason == (
@@ -272,7 +267,7 @@ def test_drain_reports_pods_that_never_finish_terminating(
 
 
 def test_drain_names_at_most_five_pods(
-    kube_api: FakeKubeAPI, api: client.ApiClient, clock: FakeClock
+    kube_api: FakeKubeAPI, kube_client: client.ApiClient, clock: FakeClock
 ) -> None:
     kube_api.put(k.node("n1"))
     kube_api.put(k.pdb("web", "shop", match_labels={"app": "web"}, disruptions_allowed=0))
@@ -280,7 +275,7 @@ def test_drain_names_at_most_five_pods(
         k.pod(f"web-{i}", "shop", labels={"app": "web"}, node_name="n1", owner_kind="ReplicaSet")
         for i in range(7)
     )
-    result = drainer(api, clock, timeout_s=1, poll=1).drain("n1")
+    result = drainer(kube_client, clock, timeout_s=1, poll=1).drain("n1")
     assert result.reason.startswith("7 pods still on the node after 1s: shop/web-0 (pdb shop/web")
     assert result.reason.endswith("shop/web-4 (pdb shop/web allows no disruption), and 2 more")
 
@@ -300,26 +295,26 @@ def test_drain_names_at_most_five_pods(
     ],
 )
 def test_drain_reads_why_an_eviction_is_refused_for_now(
-    kube_api: FakeKubeAPI, api: client.ApiClient, clock: FakeClock, message: str, why: str
+    kube_api: FakeKubeAPI, kube_client: client.ApiClient, clock: FakeClock, message: str, why: str
 ) -> None:
     kube_api.put(k.node("n1"))
     kube_api.put(k.pod("web-0", "shop", node_name="n1", owner_kind="ReplicaSet"))
     body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message}
     body |= {"reason": "TooManyRequests", "code": 429}
     kube_api.fault = lambda method, path, query: (429, body) if path.endswith("/eviction") else None
-    result = drainer(api, clock, timeout_s=2, poll=1).drain("n1")
+    result = drainer(kube_client, clock, timeout_s=2, poll=1).drain("n1")
     assert result.reason == f"1 pod still on the node after 2s: shop/web-0 ({why})"
     assert evictions(kube_api) == ["web-0"] * 3
 
 
 def test_drain_fails_on_other_eviction_errors_with_one_line(
-    kube_api: FakeKubeAPI, api: client.ApiClient, clock: FakeClock
+    kube_api: FakeKubeAPI, kube_client: client.ApiClient, clock: FakeClock
 ) -> None:
     kube_api.put(k.node("n1"))
     kube_api.put(k.pod("web-0", "shop", labels={"app": "web"}, node_name="n1", owner_kind="ReplicaSet"))
     kube_api.put(k.pdb("a", "shop", match_labels={"app": "web"}))
     kube_api.put(k.pdb("b", "shop", match_labels={"app": "web"}))  # two budgets: the server says 500
-    result = drainer(api, clock).drain("n1")
+    result = drainer(kube_client, clock).drain("n1")
     assert result == DrainResult(
         "n1",
         (),
@@ -332,18 +327,18 @@ def test_drain_fails_on_other_eviction_errors_with_one_line(
 
 
 def test_drain_eviction_forbidden_is_one_line(
-    kube_api: FakeKubeAPI, api: client.ApiClient, clock: FakeClock
+    kube_api: FakeKubeAPI, kube_client: client.ApiClient, clock: FakeClock
 ) -> None:
     kube_api.put(k.node("n1"))
     kube_api.put(k.pod("web-0", "shop", node_name="n1", owner_kind="ReplicaSet"))
     kube_api.fault = lambda method, path, query: (403, None) if path.endswith("/eviction") else None
-    result = drainer(api, clock).drain("n1")
+    result = drainer(kube_client, clock).drain("n1")
     assert not result.complete
     assert result.reason == "evict shop/web-0: HTTP 403 injected fault 403"
 
 
 def test_drain_treats_a_pod_gone_before_its_eviction_as_done(
-    kube_api: FakeKubeAPI, api: client.ApiClient, clock: FakeClock
+    kube_api: FakeKubeAPI, kube_client: client.ApiClient, clock: FakeClock
 ) -> None:
     kube_api.put(k.node("n1"))
     kube_api.put(k.pod("web-0", "shop", node_name="n1", owner_kind="ReplicaSet"))
@@ -354,13 +349,13 @@ def test_drain_treats_a_pod_gone_before_its_eviction_as_done(
         return None
 
     kube_api.fault = vanish_first
-    result = drainer(api, clock).drain("n1")
+    result = drainer(kube_client, clock).drain("n1")
     assert result == DrainResult("n1", (), True, "")
     assert evictions(kube_api) == ["web-0"]
 
 
 def test_drain_of_a_node_that_keeps_getting_pods_ends_at_the_timeout_without_spinning(
-    kube_api: FakeKubeAPI, api: client.ApiClient, clock: FakeClock
+    kube_api: FakeKubeAPI, kube_client: client.ApiClient, clock: FakeClock
 ) -> None:
     kube_api.put(k.node("n1"))
     created: list[str] = []
@@ -372,7 +367,7 @@ def test_drain_of_a_node_that_keeps_getting_pods_ends_at_the_timeout_without_spi
         return None
 
     kube_api.fault = a_new_pod_per_listing
-    result = drainer(api, clock, timeout_s=10, poll=2).drain("n1")
+    result = drainer(kube_client, clock, timeout_s=10, poll=2).drain("n1")
     assert not result.complete
     assert result.reason.startswith("1 pod still on the node after 10s: shop/web-")
     assert result.reason.endswith(" (evicted just now)")
@@ -382,18 +377,18 @@ def test_drain_of_a_node_that_keeps_getting_pods_ends_at_the_timeout_without_spi
 
 
 def test_drain_of_an_empty_or_missing_node_is_complete(
-    kube_api: FakeKubeAPI, api: client.ApiClient, clock: FakeClock
+    kube_api: FakeKubeAPI, kube_client: client.ApiClient, clock: FakeClock
 ) -> None:
     kube_api.put(k.pod("web-0", "shop", node_name="n2", owner_kind="ReplicaSet"))
-    assert drainer(api, clock).drain("n1") == DrainResult("n1", (), True, "")
+    assert drainer(kube_client, clock).drain("n1") == DrainResult("n1", (), True, "")
     assert kube_api.get_object("Pod", "shop", "web-0") is not None
 
 
 def test_listing_failures_raise_operation_errors(
-    kube_api: FakeKubeAPI, api: client.ApiClient, clock: FakeClock
+    kube_api: FakeKubeAPI, kube_client: client.ApiClient, clock: FakeClock
 ) -> None:
     kube_api.fault = lambda method, path, query: (403, None) if method == "GET" else None
-    d = drainer(api, clock)
+    d = drainer(kube_client, clock)
     with pytest.raises(
         OperationError, match=r"^Kubernetes API: list pods: forbidden \(check the credentials"
     ):

@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -35,13 +34,6 @@ class Clock:
 
 
 @pytest.fixture
-def api(kube_api: FakeKubeAPI) -> Iterator[client.ApiClient]:
-    api_client = make_api_client(kube_api.url)
-    yield api_client
-    api_client.close()
-
-
-@pytest.fixture
 def clock() -> Clock:
     return Clock()
 
@@ -61,12 +53,12 @@ def times(lease_spec: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def lease(api: client.ApiClient, clock: Clock, identity: str = "me", **kw: Any) -> ApplyLease:
-    return ApplyLease(api, "prod", identity=identity, now=clock, **kw)
+def lease(kube_client: client.ApiClient, clock: Clock, identity: str = "me", **kw: Any) -> ApplyLease:
+    return ApplyLease(kube_client, "prod", identity=identity, now=clock, **kw)
 
 
-def test_acquire_renew_release(kube_api: FakeKubeAPI, api: client.ApiClient, clock: Clock) -> None:
-    mine = lease(api, clock)
+def test_acquire_renew_release(kube_api: FakeKubeAPI, kube_client: client.ApiClient, clock: Clock) -> None:
+    mine = lease(kube_client, clock)
     mine.acquire()
     assert mine.held
     assert times(spec(kube_api)) == {
@@ -89,16 +81,18 @@ def test_acquire_renew_release(kube_api: FakeKubeAPI, api: client.ApiClient, clo
     with pytest.raises(OperationError, match="is not held"):
         mine.check()
 
-    other = lease(api, clock, "other")
+    other = lease(kube_client, clock, "other")
     other.acquire()  # released: no need to wait for expiry
     assert spec(kube_api)["holderIdentity"] == "other"
     assert spec(kube_api)["leaseTransitions"] == 1
 
 
-def test_default_identity_namespace_and_duration(kube_api: FakeKubeAPI, api: client.ApiClient) -> None:
-    mine = ApplyLease(api, "prod")
+def test_default_identity_namespace_and_duration(
+    kube_api: FakeKubeAPI, kube_client: client.ApiClient
+) -> None:
+    mine = ApplyLease(kube_client, "prod")
     assert re.fullmatch(r".+-\d+-[0-9a-f]{8}", mine.identity)
-    assert mine.identity != ApplyLease(api, "prod").identity
+    assert mine.identity != ApplyLease(kube_client, "prod").identity
     assert mine.renew_every == 20
     mine.acquire()
     lease_spec = spec(kube_api)
@@ -109,21 +103,21 @@ def test_default_identity_namespace_and_duration(kube_api: FakeKubeAPI, api: cli
 
 
 def test_create_keeps_six_fractional_digits_on_a_whole_second(
-    kube_api: FakeKubeAPI, api: client.ApiClient
+    kube_api: FakeKubeAPI, kube_client: client.ApiClient
 ) -> None:
-    lease(api, Clock(datetime(2026, 1, 1, 12, 0, tzinfo=UTC))).acquire()
+    lease(kube_client, Clock(datetime(2026, 1, 1, 12, 0, tzinfo=UTC))).acquire()
     assert re.fullmatch(r"2026-01-01T12:00:00\.000001(Z|\+00:00)", spec(kube_api)["acquireTime"])
 
 
 def test_refused_while_another_holder_is_fresh(
-    kube_api: FakeKubeAPI, api: client.ApiClient, clock: Clock
+    kube_api: FakeKubeAPI, kube_client: client.ApiClient, clock: Clock
 ) -> None:
     kube_api.put(
         k.lease(NAME, holder="ci-runner-7", duration_seconds=60, renew_time=T0 - timedelta(seconds=12))
     )
     before = spec(kube_api)
     with pytest.raises(RefusedError) as refused:
-        lease(api, clock).acquire()
+        lease(kube_client, clock).acquire()
     assert str(refused.value) == (
         "another apply holds lease kube-system/asg-reconciler-apply-prod "
         "(holder ci-runner-7, renewed 12s ago)"
@@ -133,7 +127,7 @@ def test_refused_while_another_holder_is_fresh(
 
 
 def test_takeover_when_the_holder_let_it_expire(
-    kube_api: FakeKubeAPI, api: client.ApiClient, clock: Clock
+    kube_api: FakeKubeAPI, kube_client: client.ApiClient, clock: Clock
 ) -> None:
     kube_api.put(
         k.lease(
@@ -145,7 +139,7 @@ def test_takeover_when_the_holder_let_it_expire(
             transitions=4,
         )
     )
-    mine = lease(api, clock)
+    mine = lease(kube_client, clock)
     mine.acquire()
     assert spec(kube_api) == {
         "holderIdentity": "me",
@@ -156,12 +150,12 @@ def test_takeover_when_the_holder_let_it_expire(
     }
 
 
-def test_expiry_is_exact(kube_api: FakeKubeAPI, api: client.ApiClient, clock: Clock) -> None:
+def test_expiry_is_exact(kube_api: FakeKubeAPI, kube_client: client.ApiClient, clock: Clock) -> None:
     kube_api.put(k.lease(NAME, holder="other", duration_seconds=60, renew_time=T0 - timedelta(seconds=59)))
     with pytest.raises(RefusedError, match="renewed 59s ago"):
-        lease(api, clock).acquire()
+        lease(kube_client, clock).acquire()
     clock.advance(1)
-    lease(api, clock).acquire()
+    lease(kube_client, clock).acquire()
     assert spec(kube_api)["holderIdentity"] == "me"
 
 
@@ -216,9 +210,9 @@ def test_two_acquirers_racing_to_take_over_exactly_one_wins(kube_api: FakeKubeAP
 
 
 def test_renew_after_someone_took_over_raises_lease_lost(
-    kube_api: FakeKubeAPI, api: client.ApiClient, clock: Clock
+    kube_api: FakeKubeAPI, kube_client: client.ApiClient, clock: Clock
 ) -> None:
-    mine = lease(api, clock)
+    mine = lease(kube_client, clock)
     mine.acquire()
     kube_api.put(k.lease(NAME, holder="thief", duration_seconds=60, renew_time=T0))
     with pytest.raises(LeaseLost, match="lease kube-system/asg-reconciler-apply-prod is now held by thief"):
@@ -231,9 +225,9 @@ def test_renew_after_someone_took_over_raises_lease_lost(
 
 
 def test_renew_rereads_on_a_conflict_that_kept_us_holder(
-    kube_api: FakeKubeAPI, api: client.ApiClient, clock: Clock
+    kube_api: FakeKubeAPI, kube_client: client.ApiClient, clock: Clock
 ) -> None:
-    mine = lease(api, clock)
+    mine = lease(kube_client, clock)
     mine.acquire()
     current = kube_api.get_object("Lease", "kube-system", NAME)
     assert current is not None
@@ -246,17 +240,19 @@ def test_renew_rereads_on_a_conflict_that_kept_us_holder(
 
 
 def test_renew_of_a_deleted_lease_raises_lease_lost(
-    kube_api: FakeKubeAPI, api: client.ApiClient, clock: Clock
+    kube_api: FakeKubeAPI, kube_client: client.ApiClient, clock: Clock
 ) -> None:
-    mine = lease(api, clock)
+    mine = lease(kube_client, clock)
     mine.acquire()
     kube_api.delete_object("Lease", "kube-system", NAME)
     with pytest.raises(LeaseLost, match="was deleted"):
         mine.renew()
 
 
-def test_check_fails_once_renewals_lapse(kube_api: FakeKubeAPI, api: client.ApiClient, clock: Clock) -> None:
-    mine = lease(api, clock, duration_seconds=30)
+def test_check_fails_once_renewals_lapse(
+    kube_api: FakeKubeAPI, kube_client: client.ApiClient, clock: Clock
+) -> None:
+    mine = lease(kube_client, clock, duration_seconds=30)
     mine.acquire()
     clock.advance(29)
     mine.check()
@@ -266,9 +262,9 @@ def test_check_fails_once_renewals_lapse(kube_api: FakeKubeAPI, api: client.ApiC
 
 
 def test_context_manager_renews_in_the_background_and_releases(
-    kube_api: FakeKubeAPI, api: client.ApiClient, clock: Clock
+    kube_api: FakeKubeAPI, kube_client: client.ApiClient, clock: Clock
 ) -> None:
-    with lease(api, clock, renew_every=0.01) as mine:
+    with lease(kube_client, clock, renew_every=0.01) as mine:
         assert spec(kube_api)["holderIdentity"] == "me"
         clock.advance(25)
         deadline = time.monotonic() + 2
@@ -286,9 +282,9 @@ def test_context_manager_renews_in_the_background_and_releases(
 
 
 def test_context_manager_stops_renewing_once_lost(
-    kube_api: FakeKubeAPI, api: client.ApiClient, clock: Clock
+    kube_api: FakeKubeAPI, kube_client: client.ApiClient, clock: Clock
 ) -> None:
-    with lease(api, clock, renew_every=0.01) as mine:
+    with lease(kube_client, clock, renew_every=0.01) as mine:
         kube_api.put(k.lease(NAME, holder="thief", duration_seconds=60, renew_time=T0))
         deadline = time.monotonic() + 2
         while mine.held:
@@ -300,18 +296,18 @@ def test_context_manager_stops_renewing_once_lost(
 
 
 def test_context_manager_refuses_without_starting_a_renewer(
-    kube_api: FakeKubeAPI, api: client.ApiClient, clock: Clock
+    kube_api: FakeKubeAPI, kube_client: client.ApiClient, clock: Clock
 ) -> None:
     kube_api.put(k.lease(NAME, holder="other", duration_seconds=60, renew_time=T0))
-    with pytest.raises(RefusedError), lease(api, clock, renew_every=0.01):
+    with pytest.raises(RefusedError), lease(kube_client, clock, renew_every=0.01):
         pytest.fail("entered without the lease")
     assert not [t for t in threading.enumerate() if t.name.startswith("lease-")]
     assert spec(kube_api)["holderIdentity"] == "other"
 
 
-def test_api_errors_are_one_line(kube_api: FakeKubeAPI, api: client.ApiClient, clock: Clock) -> None:
+def test_api_errors_are_one_line(kube_api: FakeKubeAPI, kube_client: client.ApiClient, clock: Clock) -> None:
     kube_api.fault = lambda method, path, query: (500, None)
     with pytest.raises(
         OperationError, match=r"^Kubernetes API: read lease kube-system/asg-reconciler-apply-prod"
     ):
-        lease(api, clock).acquire()
+        lease(kube_client, clock).acquire()

@@ -105,6 +105,10 @@ class ApplyConfig:
     drain_timeout: timedelta = timedelta(minutes=10)
     max_parallel_drains: int = 1
     drift: str = "warn"
+    max_grace_period: timedelta = timedelta(minutes=10)
+    allow_az_rebalance: bool = False
+    signing_key: str = "/etc/asg-reconciler/record-key"  # apply's own key: signs its records
+    record_signers: str = ""  # public keys whose records readers trust (apply trusts its own too)
 
 
 @dataclass(frozen=True)
@@ -271,7 +275,14 @@ def _build(data: dict[str, Any], label: str) -> Config:
         forge=ForgeConfig(forge["type"], forge.get("repo", ""), forge["tokenEnv"], forge["baseUrl"]),
         approval=ApprovalConfig(approval["mode"], approval["allowedSigners"], approval["minApprovals"]),
         apply=ApplyConfig(
-            apply["maxStep"], _duration(apply["drainTimeout"]), apply["maxParallelDrains"], apply["drift"]
+            max_step=apply["maxStep"],
+            drain_timeout=_duration(apply["drainTimeout"]),
+            max_parallel_drains=apply["maxParallelDrains"],
+            drift=apply["drift"],
+            max_grace_period=_duration(apply["maxGracePeriod"]),
+            allow_az_rebalance=apply["allowAZRebalance"],
+            signing_key=apply["signingKey"],
+            record_signers=apply["recordSigners"],
         ),
         run=RunConfig(
             tuple(run["stages"]),

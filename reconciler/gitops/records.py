@@ -65,6 +65,7 @@ class GroupRecord:
     desired_after: int
     terminated: tuple[str, ...] = ()
     detail: str = ""  # why refused or failed, in words; never a secret
+    adopted: bool = False  # apply.drift adopt: desired_after is AWS's value, for plan to commit to main
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -78,6 +79,8 @@ class GroupRecord:
             raise ValueError("terminated must be a tuple of instance ids")
         if not isinstance(self.detail, str):
             raise ValueError("detail must be text")
+        if not isinstance(self.adopted, bool):
+            raise ValueError("adopted must be true or false")
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,7 @@ def encode_record(record: ApplyRecord) -> dict[str, Any]:
         "groups": [
             {
                 "action": g.action,
+                **({"adopted": True} if g.adopted else {}),
                 "desiredAfter": g.desired_after,
                 "desiredBefore": g.desired_before,
                 "detail": g.detail,
@@ -155,6 +159,7 @@ def decode_record(data: Any) -> ApplyRecord:
                 desired_after=g["desiredAfter"],
                 terminated=tuple(g.get("terminated", ())),
                 detail=g.get("detail", ""),
+                adopted=g.get("adopted", False),
             )
             for g in groups
         ),

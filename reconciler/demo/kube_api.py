@@ -631,12 +631,18 @@ def _index(text: str, bound: int, path: str) -> int:
 
 @dataclass(frozen=True)
 class RecordedRequest:
-    """One request as served: path without the query string, header names lower-cased."""
+    """One request as served: path without the query string, header names lower-cased, the body
+    as sent (empty for none)."""
 
     method: str
     path: str
     query: Query
     headers: Mapping[str, str]
+    body: bytes = b""
+
+    def json(self) -> Any:
+        """The body decoded from JSON; None when there is none."""
+        return orjson.loads(self.body) if self.body.strip() else None
 
 
 @dataclass
@@ -676,7 +682,10 @@ class FakeKubeAPI:
         self.record_requests = True
         self.pod_termination_seconds: float = 0.0
         """Seconds a deleted or evicted pod with a node stays (with deletionTimestamp) before it is
-        gone, like a kubelet's graceful termination; 0 deletes at once, `math.inf` never."""
+        gone, like a kubelet's graceful termination; 0 deletes at once, `math.inf` never. It is how
+        long the pod's processes take to stop: a positive `gracePeriodSeconds` in the request's
+        DeleteOptions (an eviction's `deleteOptions`, a delete's body or query) ends it sooner, as
+        the kubelet kills what is still running when the grace period ends; 0 deletes at once."""
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -897,12 +906,14 @@ class FakeKubeAPI:
 
     # ------------------------------------------------------------------ request handling
 
-    def _record(self, method: str, path: str, query: Query, headers: Iterable[tuple[str, str]]) -> None:
+    def _record(
+        self, method: str, path: str, query: Query, headers: Iterable[tuple[str, str]], body: bytes = b""
+    ) -> None:
         with self._stats_lock:
             self.calls[(method, path)] += 1
             if self.record_requests:
                 lowered = {k.lower(): v for k, v in headers}
-                self.requests.append(RecordedRequest(method, path, query, lowered))
+                self.requests.append(RecordedRequest(method, path, query, lowered, body))
 
     def handle(self, method: str, path: str, query: Query, body: bytes, content_type: str) -> _Reply | _Watch:
         """Route one request; raises ApiError for failures answered as Status objects."""
@@ -1300,9 +1311,12 @@ class FakeKubeAPI:
 
     def _delete_entry(self, res: Resource, entry: _Entry, current: Obj, grace: int | None = -1) -> _Reply:
         """Delete now, or for a pod on a node with `pod_termination_seconds`, mark it terminating
-        and delete it when the grace period ends."""
+        and delete it when it stops: after `pod_termination_seconds` or the grace period asked for
+        (`grace` > 0), whichever is shorter."""
         meta = current["metadata"]
         delay = self.pod_termination_seconds
+        if isinstance(grace, int) and grace > 0:
+            delay = min(delay, float(grace))
         graceful = res.kind == "Pod" and delay > 0 and grace != 0 and current.get("spec", {}).get("nodeName")
         if graceful:
             if "deletionTimestamp" in meta:
@@ -1701,7 +1715,7 @@ class _Handler(BaseHTTPRequestHandler):
         split = urlsplit(self.path)
         path = split.path
         query = {k: v[-1] for k, v in parse_qs(split.query, keep_blank_values=True).items()}
-        api._record(method, path, query, self.headers.items())
+        api._record(method, path, query, self.headers.items(), body)
         fault = api.fault
         if fault is not None:
             outcome = fault(method, path, query)

@@ -6,27 +6,37 @@ exactly its own drains and leave everyone else's cordons alone. Pods leave throu
 eviction subresource, as cluster-autoscaler and `kubectl drain` do, so PodDisruptionBudgets are
 honoured by the API server itself; when a budget says "not now" we wait and retry until the drain
 timeout rather than forcing a delete.
+
+Apply runs unattended, so a flaky API server is not a failed drain: every call is retried a few times
+on a 5xx, a 429 that is not an eviction's budget refusal, or a dropped connection (`_ATTEMPTS`,
+capped exponential backoff) before it becomes an OperationError. Node names are reused by new
+instances, so `mark` and `drain` can be told which instance was approved and then act only while the
+node still is that instance.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
+import tenacity
 import urllib3
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from reconciler.durations import format_duration
-from reconciler.errors import OperationError
+from reconciler.errors import OperationError, RefusedError
 from reconciler.kube.live import api_error as live_api_error
 from reconciler.kube.live import unreachable
-from reconciler.model import MIRROR_POD, OWN_DRAIN_TAINT
+from reconciler.model import MIRROR_POD, OWN_DRAIN_TAINT, instance_id_from_provider_id
+
+T = TypeVar("T")
 
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 _CONFLICT_RETRIES = 5
@@ -36,6 +46,11 @@ _FINISHED = ("Succeeded", "Failed")
 # The API server names the budget in its 429: "The disruption budget web needs 2 healthy pods ...".
 _BUDGET = re.compile(r"disruption budget ([a-z0-9](?:[-a-z0-9.]*[a-z0-9])?)\b")
 _SHOWN = 5  # pods named in an incomplete drain's reason; the rest are counted
+_ATTEMPTS = 4  # tries of one API call when the server or the network fails for a moment
+_BACKOFF_FIRST = 0.2  # seconds before the second try; doubled each time, at most _BACKOFF_MAX
+_BACKOFF_MAX = 2.0
+_TRANSIENT = frozenset({500, 502, 503, 504})
+_DEFAULT_GRACE = 30  # a pod's terminationGracePeriodSeconds when its spec has none
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,30 +65,57 @@ class DrainResult:
 
 
 class NodeDrainer:
-    """Marks, drains and unmarks nodes through one API server."""
+    """Marks, drains and unmarks nodes through one API server.
+
+    Safe to share between threads: apply runs up to `apply.maxParallelDrains` drains at once over one
+    ApiClient. Nothing mutable is kept between calls (each drain's bookkeeping is its own), and each
+    drain holds at most one connection at a time; the ApiClient's urllib3 pool
+    (`configuration.connection_pool_maxsize`, by default 5 per CPU) should have room for every drain
+    plus the Lease renewal, or urllib3 opens extra connections and discards them with a "Connection
+    pool is full" warning (slower, still correct).
+    """
 
     def __init__(
         self,
         api: k8s.ApiClient,
         *,
         timeout: timedelta,
+        max_grace_period: timedelta | None = None,
         poll_seconds: float = 2.0,
         sleep: Callable[[float], None] = time.sleep,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
+        """`max_grace_period` caps the grace period each eviction gives its pod, as
+        cluster-autoscaler's `--max-graceful-termination-sec`: min(the pod's
+        terminationGracePeriodSeconds, default 30, the cap), in whole seconds and never below 1 (0
+        would make the API server delete the pod object at once, without the kubelet). None: no
+        cap, each pod its own. `sleep` also waits between retries of a failed call."""
         self.api = api
         self.core = k8s.CoreV1Api(api)
         self.timeout = timeout
+        self.max_grace_seconds = (
+            None if max_grace_period is None else max(1, int(max_grace_period.total_seconds()))
+        )
         self.poll_seconds = poll_seconds
         self._sleep = sleep
         self._monotonic = monotonic
 
+    # ------------------------------------------------------------------ the node
+
+    def instance_of(self, node: str) -> str | None:
+        """The EC2 instance id in `node`'s spec.providerID (`aws:///<az>/<id>`); None when the node
+        is gone, "" when it names no AWS instance."""
+        current = self._read_node(node)
+        return None if current is None else _instance(current)
+
     # ------------------------------------------------------------------ the mark
 
-    def mark(self, node: str, commit: str) -> None:
+    def mark(self, node: str, commit: str, *, instance: str | None = None) -> None:
         """Taint `node` NoSchedule with `commit` (40 hex digits), so nothing new lands on it while it
         drains. Idempotent; a mark from another commit is taken over (a newer apply adopts it).
-        Raises OperationError when the node does not exist."""
+        Raises OperationError when the node does not exist. With `instance`, raises RefusedError
+        when the node's providerID names another instance (or none): judged on the very read whose
+        resourceVersion guards the write, so the node cannot change hands in between."""
         if not _COMMIT.fullmatch(commit):
             raise ValueError(f"a drain mark carries a full 40-hex commit id, not {commit!r}")
         wanted = {"key": OWN_DRAIN_TAINT, "value": commit, "effect": "NoSchedule"}
@@ -86,7 +128,13 @@ class NodeDrainer:
             others = [t for t in taints if t.get("key") != OWN_DRAIN_TAINT]
             return [*others[:at], wanted, *others[at:]]
 
-        if not self._update_taints(node, change, "mark"):
+        def guard(current: Mapping[str, Any]) -> None:
+            if instance is not None:
+                wrong = _not_the_instance(node, _instance(current), instance)
+                if wrong is not None:
+                    raise RefusedError(f"not marking node {node} for draining: {wrong}")
+
+        if not self._update_taints(node, change, "mark", guard):
             raise OperationError(f"cannot mark node {node} for draining: it is not in the cluster")
 
     def unmark(self, node: str) -> None:
@@ -115,13 +163,17 @@ class NodeDrainer:
         node: str,
         change: Callable[[list[dict[str, Any]]], list[dict[str, Any]] | None],
         action: str,
+        guard: Callable[[Mapping[str, Any]], None] | None = None,
     ) -> bool:
         """Read-modify-write of spec.taints guarded by the node's resourceVersion, so a taint or
-        cordon someone adds meanwhile is never lost (409 -> read again). False if the node is gone."""
+        cordon someone adds meanwhile is never lost (409 -> read again). False if the node is gone.
+        `guard` sees every read the write is based on, and may raise to stop it."""
         for _ in range(_CONFLICT_RETRIES):
             current = self._read_node(node)
             if current is None:
                 return False
+            if guard is not None:
+                guard(current)
             taints = list((current.get("spec") or {}).get("taints") or [])
             new = change(taints)
             if new is None:
@@ -130,8 +182,14 @@ class NodeDrainer:
                 "metadata": {"resourceVersion": current["metadata"]["resourceVersion"]},
                 "spec": {"taints": new or None},  # null removes the field, as an empty list would
             }
+            # A PATCH that was applied but whose answer got lost is retried with the same, now stale,
+            # resourceVersion: 409, and the next read finds the change made.
             try:
-                self.core.patch_node(node, patch, _content_type=_MERGE_PATCH, _preload_content=False)
+                self._call(
+                    functools.partial(
+                        self.core.patch_node, node, patch, _content_type=_MERGE_PATCH, _preload_content=False
+                    )
+                )
                 return True
             except ApiException as exc:
                 if exc.status == 409:
@@ -140,20 +198,20 @@ class NodeDrainer:
                     return False
                 raise _api_error(f"{action} node {node}", exc) from None
             except urllib3.exceptions.HTTPError as exc:
-                raise unreachable(self.api, exc) from None
+                raise self._unreachable(exc) from None
         raise OperationError(
             f"Kubernetes API: {action} node {node}: it kept changing under us ({_CONFLICT_RETRIES} conflicts)"
         )
 
     def _read_node(self, node: str) -> dict[str, Any] | None:
         try:
-            response: Any = self.core.read_node(node, _preload_content=False)
+            response: Any = self._call(functools.partial(self.core.read_node, node, _preload_content=False))
         except ApiException as exc:
             if exc.status == 404:
                 return None
             raise _api_error(f"read node {node}", exc) from None
         except urllib3.exceptions.HTTPError as exc:
-            raise unreachable(self.api, exc) from None
+            raise self._unreachable(exc) from None
         document: dict[str, Any] = orjson.loads(response.data)
         return document
 
@@ -165,6 +223,7 @@ class NodeDrainer:
         *,
         vet: Callable[[Sequence[Mapping[str, Any]]], str | None] | None = None,
         check: Callable[[], None] | None = None,
+        instance: str | None = None,
     ) -> DrainResult:
         """Evict every pod that must leave `node` and wait until they are gone or the timeout passes.
 
@@ -176,6 +235,9 @@ class NodeDrainer:
         `vet` sees, on every look, the pods about to be evicted; a reason from it stops the drain
         before they are (a pod that arrived after the caller decided, and forbids the drain).
         `check` runs before every look (the apply Lease: raising stops the drain).
+        `instance`, when given, is the approved instance: every look first reads the node, and a
+        node that is gone or names another instance (or none) ends the drain, incomplete, before
+        anything more is evicted.
         """
         deadline = self._monotonic() + self.timeout.total_seconds()
         evicted: list[str] = []
@@ -184,6 +246,10 @@ class NodeDrainer:
         while True:
             if check is not None:
                 check()
+            if instance is not None:
+                wrong = _not_the_instance(node, self.instance_of(node), instance)
+                if wrong is not None:
+                    return DrainResult(node, tuple(evicted), False, wrong)
             pods = [p for p in self._pods(node) if not _stays(p)]
             if not pods:
                 return DrainResult(node, tuple(evicted), True, "")
@@ -209,13 +275,15 @@ class NodeDrainer:
                 if uid and uid in accepted:
                     waiting[name], blocked = "evicted, not terminating yet", True
                     continue
-                outcome, why = self._evict(meta)
+                outcome, why = self._evict(pod)
                 if outcome == "accepted":
                     accepted.add(uid)
                     evicted.append(name)
                     waiting[name] = "evicted just now"
                 elif outcome == "gone":
                     waiting[name] = "gone, still listed"
+                elif outcome == "terminating":
+                    waiting[name], blocked = "still terminating", True
                 elif outcome == "blocked":
                     waiting[name], blocked = why, True
                 elif outcome == "failed":
@@ -229,6 +297,12 @@ class NodeDrainer:
                 return DrainResult(node, tuple(evicted), False, self._timed_out(waiting))
             self._sleep(min(self.poll_seconds, deadline - now))
 
+    def remaining(self, node: str) -> list[dict[str, Any]]:
+        """The pods on `node` a drain would still have to evict (not DaemonSet, mirror or finished
+        pods, nor pods already being deleted), listed fresh from the API: what landed after a drain
+        ended, for a last look before the instance is terminated."""
+        return [p for p in self._pods(node) if not _stays(p) and not p["metadata"].get("deletionTimestamp")]
+
     def _timed_out(self, waiting: Mapping[str, str]) -> str:
         shown = [f"{name} ({why})" for name, why in list(waiting.items())[:_SHOWN]]
         more = len(waiting) - len(shown)
@@ -240,25 +314,68 @@ class NodeDrainer:
             f"{format_duration(self.timeout)}: {', '.join(shown)}"
         )
 
-    def _evict(self, meta: Mapping[str, Any]) -> tuple[str, str]:
-        """("accepted" | "gone" | "blocked" | "failed", why)."""
+    def _evict(self, pod: Mapping[str, Any]) -> tuple[str, str]:
+        """("accepted" | "gone" | "terminating" | "blocked" | "failed", why).
+
+        A 429 is the budget (or the server) saying "not now": the drain loop tries again next poll.
+        Other transient failures are retried here at once. A retry of an eviction the server had in
+        fact carried out is harmless: the pod is then terminating, which the server evicts again
+        without consulting its budget, or gone (404). When every try failed, one read of the pod
+        still tells an eviction that went through from one that did not."""
+        meta = pod["metadata"]
         namespace, name = meta.get("namespace", ""), meta["name"]
         body = k8s.V1Eviction(
             api_version="policy/v1",
             kind="Eviction",
             metadata=k8s.V1ObjectMeta(name=name, namespace=namespace),
+            delete_options=self._delete_options(pod),
         )
         try:
-            self.core.create_namespaced_pod_eviction(name, namespace, body, _preload_content=False)
+            self._call(
+                functools.partial(
+                    self.core.create_namespaced_pod_eviction, name, namespace, body, _preload_content=False
+                ),
+                retry_429=False,
+            )
             return "accepted", ""
         except ApiException as exc:
             if exc.status == 404:
                 return "gone", ""
             if exc.status == 429:
                 return "blocked", _blocked_reason(namespace, exc)
-            return "failed", _one_line(exc)
+            if _transient(exc):
+                state = self._pod_state(namespace, name, str(meta.get("uid", "")))
+                if state is not None:
+                    return state, ""
+            return "failed", _one_line(exc) + _gave_up(exc)
         except urllib3.exceptions.HTTPError as exc:
-            raise unreachable(self.api, exc) from None
+            state = self._pod_state(namespace, name, str(meta.get("uid", "")))
+            if state is not None:
+                return state, ""
+            raise self._unreachable(exc) from None
+
+    def _delete_options(self, pod: Mapping[str, Any]) -> k8s.V1DeleteOptions | None:
+        if self.max_grace_seconds is None:
+            return None  # the server applies the pod's own
+        own = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+        own = _DEFAULT_GRACE if own is None else int(own)
+        return k8s.V1DeleteOptions(grace_period_seconds=min(own, self.max_grace_seconds))
+
+    def _pod_state(self, namespace: str, name: str, uid: str) -> str | None:
+        """After an eviction kept failing: "gone" or "terminating" when the pod left or is leaving
+        all the same, None when it is still there untouched or cannot be read."""
+        try:
+            response: Any = self._call(
+                functools.partial(self.core.read_namespaced_pod, name, namespace, _preload_content=False)
+            )
+        except ApiException as exc:
+            return "gone" if exc.status == 404 else None
+        except urllib3.exceptions.HTTPError:
+            return None
+        meta = orjson.loads(response.data).get("metadata") or {}
+        if uid and meta.get("uid") != uid:
+            return "gone"  # another pod of the same name: ours has left
+        return "terminating" if meta.get("deletionTimestamp") else None
 
     def _pods(self, node: str) -> Iterator[dict[str, Any]]:
         selector = {"field_selector": f"spec.nodeName={node}"}
@@ -268,16 +385,64 @@ class NodeDrainer:
         token: str | None = None
         while True:
             try:
-                response = call(limit=_PAGE, _continue=token, _preload_content=False, **params)
+                response = self._call(
+                    functools.partial(call, limit=_PAGE, _continue=token, _preload_content=False, **params)
+                )
             except ApiException as exc:
                 raise _api_error(f"list {what}", exc) from None
             except urllib3.exceptions.HTTPError as exc:
-                raise unreachable(self.api, exc) from None
+                raise self._unreachable(exc) from None
             page = orjson.loads(response.data)
             yield from page.get("items") or []
             token = (page.get("metadata") or {}).get("continue") or None
             if token is None:
                 return
+
+    # ------------------------------------------------------------------ transient failures
+
+    def _call(self, call: Callable[[], T], *, retry_429: bool = True) -> T:
+        """`call()`, tried again after a transient failure (a 5xx, a 429 unless `retry_429` is
+        False, a dropped or refused connection), `_ATTEMPTS` tries in all; the last failure is
+        raised as it came. A fresh Retrying per call: its statistics are per call, so threads
+        share nothing."""
+        retrying = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(_ATTEMPTS),
+            wait=tenacity.wait_exponential(multiplier=_BACKOFF_FIRST, max=_BACKOFF_MAX),
+            retry=tenacity.retry_if_exception(functools.partial(_transient, retry_429=retry_429)),
+            sleep=self._sleep,
+            reraise=True,
+        )
+        return retrying(call)
+
+    def _unreachable(self, exc: urllib3.exceptions.HTTPError) -> OperationError:
+        return OperationError(f"{unreachable(self.api, exc)} (gave up after {_ATTEMPTS} attempts)")
+
+
+def _transient(exc: BaseException, retry_429: bool = True) -> bool:
+    if isinstance(exc, urllib3.exceptions.HTTPError):
+        return True
+    if isinstance(exc, ApiException):
+        return exc.status in _TRANSIENT or (retry_429 and exc.status == 429)
+    return False
+
+
+def _gave_up(exc: ApiException) -> str:
+    return f" (gave up after {_ATTEMPTS} attempts)" if _transient(exc) else ""
+
+
+def _instance(node: Mapping[str, Any]) -> str:
+    return instance_id_from_provider_id(str((node.get("spec") or {}).get("providerID") or ""))
+
+
+def _not_the_instance(node: str, found: str | None, approved: str) -> str | None:
+    """Why `node` is not the approved instance any more; None when it is."""
+    if found is None:
+        return f"node {node} is no longer in the cluster (the approved instance was {approved})"
+    if not found:
+        return f"node {node} names no AWS instance in its providerID, so it cannot be shown to be {approved}"
+    if found != approved:
+        return f"node {node} is now instance {found}, not the approved {approved}"
+    return None
 
 
 def _stays(pod: Mapping[str, Any]) -> bool:
@@ -314,7 +479,7 @@ def _blocked_reason(namespace: str, exc: ApiException) -> str:
 def _api_error(action: str, exc: ApiException) -> OperationError:
     if exc.status in (401, 403):
         return live_api_error(action, exc)
-    return OperationError(f"Kubernetes API: {action}: {_one_line(exc)}")
+    return OperationError(f"Kubernetes API: {action}: {_one_line(exc)}{_gave_up(exc)}")
 
 
 def _one_line(exc: ApiException) -> str:

@@ -320,9 +320,10 @@ def test_drain_fails_on_other_eviction_errors_with_one_line(
         (),
         False,
         "evict shop/web-0: HTTP 500 This pod has more than one PodDisruptionBudget, which the eviction "
-        "subresource does not support.",
+        "subresource does not support. (gave up after 4 attempts)",
     )
-    assert clock.sleeps == []
+    assert clock.sleeps == [0.2, 0.4, 0.8]  # a 500 may be transient: retried, then the drain fails
+    assert evictions(kube_api) == ["web-0"] * 4
     assert kube_api.get_object("Pod", "shop", "web-0") is not None
 
 
@@ -402,8 +403,13 @@ def test_listing_failures_raise_operation_errors(
 def test_unreachable_api_is_one_line() -> None:
     api_client = make_api_client("http://127.0.0.1:9")
     try:
-        d = NodeDrainer(api_client, timeout=timedelta(seconds=1))
-        with pytest.raises(OperationError, match=r"^cannot reach the Kubernetes API at http://127.0.0.1:9: "):
+        waits: list[float] = []
+        d = NodeDrainer(api_client, timeout=timedelta(seconds=1), sleep=waits.append)
+        with pytest.raises(
+            OperationError,
+            match=r"^cannot reach the Kubernetes API at http://127.0.0.1:9: .*\(gave up after 4 attempts\)$",
+        ):
             d.drain("n1")
+        assert waits == [0.2, 0.4, 0.8]
     finally:
         api_client.close()

@@ -101,6 +101,8 @@ def plan(config_file: str | None, output: str, snapshot: Path | None, dry_run: b
     if run.published is not None:
         for note in run.published.notes or ("nothing to write: Git already says this",):
             click.echo(note, err=output != "table")
+    for note in run.notes:  # a dry run's: what it would write besides the plan
+        click.echo(note, err=output != "table")
 
 
 @cli.command(name="apply")

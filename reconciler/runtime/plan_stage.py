@@ -8,19 +8,30 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
 from reconciler.config import Config
 from reconciler.errors import UserError
+from reconciler.gitops.adopt import (
+    Adoption,
+    AdoptionEdit,
+    adopted_groups,
+    adoption,
+    adoption_edit,
+    left_before,
+    newest_record,
+)
 from reconciler.gitops.forge import make_forge
 from reconciler.gitops.manifest import Manifest, parse_manifest
 from reconciler.gitops.plan_edits import committed_groups, listed_removals
 from reconciler.gitops.publish import Published, proposal_branch, publish
-from reconciler.gitops.records import last_desired, last_scale_up, read_records
-from reconciler.gitops.repo import WorkingCopy
+from reconciler.gitops.records import Records, last_desired, last_scale_up, read_records
+from reconciler.gitops.repo import Update, WorkingCopy
 from reconciler.gitops.state import load_state
+from reconciler.inventory import Inventory
 from reconciler.planning.plan import make_plan
 from reconciler.planning.types import CommittedGroup, Plan, PlanInputs, PlannerMemory
 from reconciler.world import observe
@@ -30,6 +41,7 @@ from reconciler.world import observe
 class PlanRun:
     plan: Plan
     published: Published | None = None
+    notes: tuple[str, ...] = ()  # a dry run: what it would write besides the plan (adoptions)
 
 
 def default_work_dir(config: Config) -> Path:
@@ -91,13 +103,18 @@ def plan_once(config: Config, snapshot: Path | None, now: datetime, *, dry_run: 
     text = copy.read_file(config.manifest_path, config.git.branch)
     manifest = read_manifest(text, label)
     state = load_state(copy, config.cluster)
+    records = read_records(copy, config.git.branch)
     memory = PlannerMemory(
         unneeded_since=dict(state.since),
         backoffs=dict(state.backoffs),
-        last_scale_up=last_scale_up(read_records(copy, config.git.branch), cluster=config.cluster),
+        last_scale_up=last_scale_up(records, cluster=config.cluster),
     )
+    inventory = observe(config, snapshot, now)
+    adopted_text, adopted = adopt_drift(copy, config, inventory, records, text, dry_run=dry_run)
+    if adopted_text != text:  # the planner starts from the adopted values (its baseline, rule 1)
+        text, manifest = adopted_text, read_manifest(adopted_text, label)
     inputs = PlanInputs(
-        inventory=observe(config, snapshot, now),
+        inventory=inventory,
         config=config,
         now=now,
         committed=committed_groups(manifest),
@@ -106,11 +123,102 @@ def plan_once(config: Config, snapshot: Path | None, now: datetime, *, dry_run: 
     )
     plan = make_plan(inputs)
     if dry_run:
-        return PlanRun(plan)
+        return PlanRun(plan, notes=adopted)
 
     def replan(current: str | None) -> Plan:
         return make_plan(replace(inputs, committed=committed_groups(read_manifest(current, label))))
 
     forge = make_forge(config.forge, git_url=config.git.url)
     published = publish(plan, text, replan, copy, forge, config)
+    if adopted:
+        published = replace(published, notes=adopted + published.notes)
     return PlanRun(published.plan, published)
+
+
+def adopt_drift(
+    copy: WorkingCopy,
+    config: Config,
+    inventory: Inventory,
+    records: Records,
+    text: str | None,
+    *,
+    dry_run: bool,
+) -> tuple[str | None, tuple[str, ...]]:
+    """`apply.drift: adopt`, the plan's half (reconciler/gitops/adopt.py): commit to main, in a commit
+    of its own (`Capacity-Source: external`), the desired apply adopted, before anything is planned.
+    Main's manifest text afterwards (a dry run: as it would be), and what was (would be) written.
+
+    Straight to main even with `scaleUp.review`: it records what AWS already has and changes nothing
+    there. A rejected push fetches and looks again, so racing planners write it once.
+    """
+    record = newest_record(records, config.cluster)
+    wanted = adopted_groups(record)
+    if record is None or not wanted or text is None:
+        return text, ()
+    branch, path = config.git.branch, config.manifest_path
+    label = f"{branch}:{path}"
+    groups = {g.name: g.group for g in inventory.groups}
+    aws_before = left_before(records, record, config.cluster)
+    listed: dict[str, dict[str, CommittedGroup] | None] = {}
+
+    def listed_at(sha: str) -> dict[str, CommittedGroup] | None:
+        if sha not in listed:
+            try:
+                found = read_manifest(copy.read_file(path, sha), f"{sha[:12]}:{path}")
+                listed[sha] = committed_groups(found) if found is not None else None
+            except UserError:
+                listed[sha] = None  # cannot tell what main said there: adopt nothing across it
+        return listed[sha]
+
+    def edit(current: str | None) -> AdoptionEdit | None:
+        if current is None:
+            return None
+        tip = committed_groups(read_manifest(current, label))
+        chain = copy.first_parent(branch, since=record.commit)  # main's tip first
+        older = [*chain[1:], record.commit] if chain else []
+
+        def since(name: str) -> Iterator[CommittedGroup | None]:
+            yield tip.get(name)
+            for sha in older:
+                at = listed_at(sha)
+                yield None if at is None else at.get(name)
+
+        found: list[Adoption] = []
+        for group in wanted:
+            if group.name in groups:
+                one = adoption(groups[group.name], group, since(group.name), aws_before.get(group.name))
+                if one is not None:
+                    found.append(one)
+        return adoption_edit(current, label, config.cluster, found, groups) if found else None
+
+    if dry_run:
+        planned = edit(text)
+        if planned is None:
+            return text, ()
+        notes = _adoption_notes(planned, f"would commit to {branch}")
+        return planned.text, notes
+
+    latest: dict[str, AdoptionEdit] = {}
+
+    def change(current: str | None) -> Update | None:
+        latest.clear()
+        planned = edit(current)
+        if planned is None:
+            return None
+        latest["edit"] = planned
+        return Update(planned.text, planned.message) if planned.adoptions else None
+
+    sha = copy.update(branch, path, change)
+    if "edit" not in latest:
+        return text, ()
+    done = latest["edit"]
+    notes = _adoption_notes(done, f"committed {sha[:12]} to {branch}" if sha else "")
+    return (done.text if sha else text), notes
+
+
+def _adoption_notes(edit: AdoptionEdit, where: str) -> tuple[str, ...]:
+    notes = list(edit.skipped)
+    if edit.adoptions and where:
+        changes = ", ".join(str(a.change) for a in edit.adoptions)
+        notes.insert(0, f"{where}: adopted {changes}, set outside the tool (apply.drift adopt)")
+    return tuple(notes)

@@ -35,6 +35,11 @@ MIRROR_POD = "kubernetes.io/config.mirror"
 # Apply's cordon: a NoSchedule taint whose value is the commit being applied, so a crashed apply
 # resumes its own drains and never touches a cordon a person made (DESIGN §3.6).
 OWN_DRAIN_TAINT = "asg-reconciler.dev/draining"
+# Apply's Lease (one apply at a time, DESIGN §3.6) also keeps the digest of the last record apply
+# wrote, where the plan bot's Git credentials cannot reach (the records' anchor, docs/gitops.md).
+APPLY_LEASE_NAMESPACE = "kube-system"
+APPLY_LEASE_PREFIX = "asg-reconciler-apply-"  # + the cluster's name
+RECORD_ANCHOR_ANNOTATION = "asg-reconciler.dev/last-record"
 DEFAULT_GRACE_PERIOD_SECONDS = 30
 # CA's PodLongTerminatingExtraThreshold: how far past its grace period a deleted pod counts as stuck.
 LONG_TERMINATING_MARGIN = timedelta(seconds=30)

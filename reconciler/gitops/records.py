@@ -10,32 +10,46 @@ may be applied more than once (a partial apply, then a retry): appending never r
 there. Writers race safely: a rejected push fetches the notes ref and appends again on top of the
 other writer's notes (`WorkingCopy.update_note`); the ref is never force-pushed. A note that does not
 parse is skipped with a warning, never a crash, and never silently thrown away by a later append.
+
+The plan bot's credentials can push the notes ref too, so apply signs each record with its own key
+(`record_signing`), chains it to the record before (`previous`, a digest) and keeps the newest one's
+digest on its Lease, where the bot cannot write (the anchor). `read_trusted_records` is what apply
+decides on: only records that verify count, and a missing or changed latest record is a problem
+(removals refused) rather than a licence. `read_records` and the helpers below it read everything,
+unverified, for the planner, `status` and `history`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.errors import OperationError
 from reconciler.gitops.history import KIND_APPLY, NOTES_REF, Entry, LogRecord
+from reconciler.gitops.record_signing import Signer, Verifier
 from reconciler.gitops.repo import Identity, Update, WorkingCopy
+from reconciler.model import APPLY_LEASE_NAMESPACE, APPLY_LEASE_PREFIX, RECORD_ANCHOR_ANNOTATION
 
 __all__ = [
     "ACTIONS",
     "DEFAULT_APPLIER",
     "FORMAT_VERSION",
     "NOTES_REF",
+    "PHASES",
     "ApplyRecord",
     "GroupRecord",
     "Note",
     "Records",
+    "StoredRecord",
+    "TrustedRecords",
     "append_record",
+    "canonical_payload",
     "decode_note",
     "encode_note",
     "history_entries",
@@ -44,15 +58,25 @@ __all__ = [
     "merge_note",
     "newest_complete",
     "read_records",
+    "read_trusted_records",
+    "record_digest",
     "record_message",
+    "signed_object",
+    "stored_records",
+    "trust_records",
 ]
 
 FORMAT_VERSION = 1
 ACTIONS = ("scale-up", "scale-down", "none", "refused", "failed")
+PHASES = ("done", "intent")  # intent: written before a termination (write-ahead); done: the result
 DEFAULT_APPLIER = Identity("asg-reconciler-apply", "asg-reconciler-apply@users.noreply.local")
+# What a signature covers: this context, then the canonical payload. The context keeps a signature
+# made for a record from meaning anything else, should the key ever sign something else.
+SIGNED_CONTEXT = b"asg-reconciler apply record v1\n"
 
 _log = logging.getLogger(__name__)
 _SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
+_DIGEST = re.compile(r"^[0-9a-f]{64}$")
 
 
 @dataclass(frozen=True)
@@ -89,6 +113,11 @@ class ApplyRecord:
 
     `cluster` (empty when unknown) keeps clusters sharing one capacity repo apart: `history`
     filters on it, and so do `newest_complete` and `last_scale_up` when given a cluster.
+
+    `run` names the apply run (random); `phase` is "intent" for the write-ahead record apply appends
+    before it terminates an instance (complete false, one scale-down group naming the instance) and
+    "done" for a run's result; `previous` is the digest of the record apply wrote before this one
+    for the same cluster (a hash chain; "" for the first).
     """
 
     commit: str
@@ -97,6 +126,9 @@ class ApplyRecord:
     groups: tuple[GroupRecord, ...]
     applier: str = ""
     cluster: str = ""
+    run: str = ""
+    phase: str = "done"
+    previous: str = ""
 
     def __post_init__(self) -> None:
         if not isinstance(self.commit, str) or not _SHA.match(self.commit):
@@ -109,14 +141,27 @@ class ApplyRecord:
             raise ValueError("groups must be a tuple of group records")
         if not isinstance(self.applier, str) or not isinstance(self.cluster, str):
             raise ValueError("applier and cluster must be text")
+        if not isinstance(self.run, str):
+            raise ValueError("run must be text")
+        if self.phase not in PHASES:
+            raise ValueError(f"phase {self.phase!r} is not one of {', '.join(PHASES)}")
+        if self.phase == "intent" and self.complete:
+            raise ValueError("an intent record is never complete")
+        if not isinstance(self.previous, str) or (self.previous and not _DIGEST.match(self.previous)):
+            raise ValueError(f"previous {self.previous!r} is not a record digest")
 
 
 # ------------------------------------------------------------------------------------ the format
 
 
 def encode_record(record: ApplyRecord) -> dict[str, Any]:
-    """One record as the JSON object stored in a note."""
+    """One record as the JSON object stored in a note (without a signature; `signed_object` adds
+    it). `run`, `phase` and `previous` are left out at their defaults, so a record without them
+    reads and writes exactly as before they existed."""
     return {
+        **({"run": record.run} if record.run else {}),
+        **({"phase": record.phase} if record.phase != "done" else {}),
+        **({"previous": record.previous} if record.previous else {}),
         "applier": record.applier,
         "appliedAt": _iso(record.applied_at),
         "cluster": record.cluster,
@@ -165,7 +210,49 @@ def decode_record(data: Any) -> ApplyRecord:
         ),
         applier=data.get("applier", ""),
         cluster=data.get("cluster", ""),
+        run=data.get("run", ""),
+        phase=data.get("phase", "done"),
+        previous=data.get("previous", ""),
     )
+
+
+def canonical_payload(data: Mapping[str, Any]) -> bytes:
+    """What a record's digest and signature cover: its stored object without `signature`, as
+    compact JSON with sorted keys (ASCII). Computed from the object as stored, so a field this
+    version does not know is covered too."""
+    body = {key: value for key, value in data.items() if key != "signature"}
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+
+
+def record_digest(
+    record: ApplyRecord, *, applier: Identity | None = None, copy: WorkingCopy | None = None
+) -> str:
+    """The digest (sha256, hex) of `record` as `append_record(copy, record, applier=...)` stores
+    it: an empty `applier` filled the same way (default `DEFAULT_APPLIER`) and, given the `copy`,
+    each `detail` without what the copy keeps out of Git (its token, URL credentials). The next
+    record's `previous`."""
+    stored = _as_stored(record, applier or DEFAULT_APPLIER, copy)
+    return hashlib.sha256(canonical_payload(encode_record(stored))).hexdigest()
+
+
+def signed_object(record: ApplyRecord, signer: Signer | None) -> dict[str, Any]:
+    """The stored object of `record`, with `signature` when there is a signer."""
+    data = encode_record(record)
+    if signer is not None:
+        data["signature"] = signer.sign(SIGNED_CONTEXT + canonical_payload(data))
+    return data
+
+
+def _as_stored(record: ApplyRecord, who: Identity, copy: WorkingCopy | None) -> ApplyRecord:
+    """`record` as appended: the applier's name when it has none; details redacted, so that what
+    is signed is what is stored (the note text is redacted again as a whole when written)."""
+    if not record.applier:
+        record = replace(record, applier=who.name)
+    if copy is not None:
+        groups = tuple(replace(g, detail=copy.redact(g.detail)) for g in record.groups)
+        if groups != record.groups:
+            record = replace(record, groups=groups)
+    return record
 
 
 def encode_note(records: Sequence[ApplyRecord]) -> str:
@@ -181,40 +268,70 @@ class Note:
     warnings: tuple[str, ...] = ()
 
 
-def decode_note(text: str, commit: str) -> Note:
-    """The records in the note on `commit`; whatever does not parse is skipped with a warning.
+@dataclass(frozen=True)
+class StoredRecord:
+    """A record as stored: the record, the canonical payload its digest and signature cover, its
+    digest and its signature text ("" when unsigned)."""
 
-    A record naming another commit (a note copied by a rebase, say) is skipped too: it is not a
-    record of this commit.
-    """
+    record: ApplyRecord
+    payload: bytes
+    digest: str
+    signature: str = ""
+
+    def signed_by(self, verifier: Verifier) -> str | None:
+        """The fingerprint of the trusted key that signed this very payload, or None."""
+        if not self.signature:
+            return None
+        return verifier.verify(SIGNED_CONTEXT + self.payload, self.signature)
+
+
+def stored_records(text: str, commit: str) -> tuple[tuple[StoredRecord, ...], tuple[str, ...]]:
+    """The records in the note on `commit` as stored, and a warning for each one skipped: what
+    does not parse, and a record naming another commit (a note copied by a rebase, or a signed
+    record copied onto another commit's note: its signature covers the commit it names)."""
     where = f"apply record note on {commit[:12]}"
     raw, problem = _raw_records(text)
     if raw is None:
-        return Note((), (f"{where}: {problem}; skipped",))
-    records: list[ApplyRecord] = []
+        return (), (f"{where}: {problem}; skipped",)
+    found: list[StoredRecord] = []
     warnings: list[str] = []
     for number, data in enumerate(raw, 1):
         try:
             record = decode_record(data)
+            signature = data.get("signature", "")
+            if not isinstance(signature, str):
+                raise ValueError("signature is not text")
+            payload = canonical_payload(data)
         except (ValueError, KeyError, TypeError) as exc:
             warnings.append(f"{where}: record {number} is not valid ({_reason(exc)}); skipped")
             continue
         if record.commit != commit:
             warnings.append(f"{where}: record {number} is for commit {record.commit[:12]}; skipped")
             continue
-        records.append(record)
-    return Note(tuple(records), tuple(warnings))
+        found.append(StoredRecord(record, payload, hashlib.sha256(payload).hexdigest(), signature))
+    return tuple(found), tuple(warnings)
 
 
-def merge_note(current: str | None, record: ApplyRecord) -> str | None:
-    """The note text with `record` appended to `current`, or None when it is already there.
+def decode_note(text: str, commit: str) -> Note:
+    """The records in the note on `commit`; whatever does not parse is skipped with a warning.
+
+    A record naming another commit (a note copied by a rebase, say) is skipped too: it is not a
+    record of this commit. Signatures are not looked at (`read_trusted_records` does).
+    """
+    found, warnings = stored_records(text, commit)
+    return Note(tuple(s.record for s in found), warnings)
+
+
+def merge_note(current: str | None, record: ApplyRecord, *, signer: Signer | None = None) -> str | None:
+    """The note text with `record` (signed by `signer`, when given) appended to `current`, or None
+    when it is already there (Ed25519 signatures are deterministic: the same record signs the same).
 
     Records already in the note are kept exactly as stored, including ones this version cannot
     read. A note that is not a version-1 apply note at all is replaced (with a warning; the notes
     ref's history still holds it); a note from a newer format version is an OperationError rather
     than something to overwrite.
     """
-    new = encode_record(record)
+    new = signed_object(record, signer)
     raw: list[Any] = []
     if current is not None:
         found, problem = _raw_records(current)
@@ -243,7 +360,7 @@ def record_message(record: ApplyRecord) -> str:
 
     Only names and numbers: `detail` (free text from AWS or Kubernetes errors) stays in the note.
     """
-    state = "complete" if record.complete else "partial"
+    state = "intent" if record.phase == "intent" else "complete" if record.complete else "partial"
     cluster = f"({record.cluster})" if record.cluster else ""
     lines = [f"apply{cluster}: {record.commit[:12]} {state}", ""]
     lines += [f"{g.name}: {g.action} {g.desired_before} -> {g.desired_after}" for g in record.groups]
@@ -370,18 +487,29 @@ def last_desired(records: Mapping[str, Sequence[ApplyRecord]], cluster: str) -> 
     return left
 
 
-def history_entries(log_record: LogRecord) -> list[Entry]:
-    """`history`'s `note_entries`: one kind="apply" entry per group of each record in the note."""
-    note = decode_note(log_record.note, log_record.sha)
-    for warning in note.warnings:
+def history_entries(log_record: LogRecord, *, verifier: Verifier | None = None) -> list[Entry]:
+    """`history`'s `note_entries`: one kind="apply" entry per group of each record in the note.
+
+    With a `verifier` that has keys (`apply.recordSigners`), a record it does not verify says so:
+    its reason ends in " (unverified: ...)" — not apply's word, whoever wrote it. Without one,
+    records are shown as they are (`functools.partial(history_entries, verifier=v)` for history).
+    """
+    found, warnings = stored_records(log_record.note, log_record.sha)
+    for warning in warnings:
         _log.warning("%s", warning)
     entries = []
-    for record in note.records:
+    for stored in found:
+        record = stored.record
+        unverified = ""
+        if verifier and stored.signed_by(verifier) is None:
+            unverified = " (unverified: not signed by a key in apply.recordSigners)"
         for g in record.groups:
             if g.action == "none" and not g.detail:
                 continue  # a group apply found in sync: not an event of its history
             reason = f"{g.action}: {g.detail}" if g.detail else g.action
-            if not record.complete:
+            if record.phase == "intent":
+                reason += " (intent recorded before the termination)"
+            elif not record.complete:
                 reason += " (partial apply)"
             up, down = g.desired_after > g.desired_before, g.desired_after < g.desired_before
             entries.append(
@@ -393,13 +521,193 @@ def history_entries(log_record: LogRecord) -> list[Entry]:
                     g.desired_before,
                     g.desired_after,
                     "up" if up else "down" if down else "none",
-                    reason,
+                    reason + unverified,
                     record.commit,
                     record.applier,
                     instances=g.terminated,
                 )
             )
     return entries
+
+
+# ---------------------------------------------------------------------------- trusted (pure)
+
+
+@dataclass(frozen=True)
+class TrustedRecords:
+    """Apply's records of one cluster that it can trust now (DESIGN §3 rule 4).
+
+    Only records signed by a trusted key count. `latest` is the record apply wrote last: the one
+    whose digest is on apply's Lease (the anchor), or a record apply chained onto it after that
+    (written just before a crash, before the anchor moved). `records` runs from `latest` backwards
+    along the chain (`previous`), newest first. `problems` (each one line, with the fix) say why
+    the records cannot be trusted now: apply then refuses removals, scale-ups go on. `warnings`
+    are for the audit: records ignored, gaps in the chain.
+
+    `latest_digest` is what the next record's `previous` must be. It is `latest`'s digest, except
+    when the anchored record is missing: then it is the anchor, so that records written meanwhile
+    hang off the missing one and the chain is whole again once the notes ref is restored (`latest`
+    is then the newest signed record left, if any, to keep rule 4 as strict as what is left allows).
+    Apply must not move the anchor while there are problems: the next run would otherwise trust
+    its own record and forget the one that went missing.
+    """
+
+    cluster: str
+    records: tuple[ApplyRecord, ...] = ()
+    latest: ApplyRecord | None = None
+    latest_digest: str = ""
+    problems: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    anchor: str | None = None
+
+    def last_acted_on(self) -> str | None:
+        """The commit of the newest trusted record of any phase: apply acted on it, even partly."""
+        return self.latest.commit if self.latest is not None else None
+
+    def open_intents(self) -> tuple[ApplyRecord, ...]:
+        """The intent records after the newest "done" record, newest first: terminations apply
+        announced and then stopped (a crash) before recording the result."""
+        found: list[ApplyRecord] = []
+        for record in self.records:
+            if record.phase == "done":
+                break
+            found.append(record)
+        return tuple(found)
+
+    def last_desired(self, in_service: Callable[[str], bool]) -> dict[str, int]:
+        """group -> DesiredCapacity as apply last left it (a different value in AWS now was set by
+        someone else: drift, DESIGN §3 rule 7). For an intent record whose instance is still in
+        service, the termination never happened: the group's desired is the intent's "before"."""
+        left: dict[str, int] = {}
+        for record in self.records:
+            for group in record.groups:
+                if group.name in left:
+                    continue
+                not_done = record.phase == "intent" and any(in_service(i) for i in group.terminated)
+                left[group.name] = group.desired_before if not_done else group.desired_after
+        return left
+
+
+def trust_records(
+    notes: Mapping[str, str], cluster: str, verifier: Verifier, anchor: str | None
+) -> TrustedRecords:
+    """The trusted records of `cluster` among all `notes` (commit -> note text, every note on the
+    notes ref: a record on a commit that the branch's first-parent line skips still counts).
+
+    `anchor`: the digest apply keeps on its Lease (None when the Lease has none, or was not read).
+    """
+    verified: dict[str, StoredRecord] = {}
+    unsigned: list[StoredRecord] = []
+    forged: list[StoredRecord] = []
+    warnings: list[str] = []
+    for commit in sorted(notes):
+        found, note_warnings = stored_records(notes[commit], commit)
+        warnings += note_warnings
+        for stored in found:
+            if stored.record.cluster != cluster:
+                continue  # another cluster's: its signature covers its cluster, so it is not ours
+            if not stored.signature:
+                unsigned.append(stored)
+            elif stored.signed_by(verifier) is None:
+                forged.append(stored)
+            else:
+                verified.setdefault(stored.digest, stored)
+    if unsigned:
+        warnings.append(
+            f"{_count(unsigned)} of cluster {cluster} on {NOTES_REF} {_are(unsigned)} not signed (written"
+            f" before records were signed, without apply.signingKey, or by someone else): ignored;"
+            f" newest {_where(unsigned)}"
+        )
+    if forged:
+        warnings.append(
+            f"{_count(forged)} of cluster {cluster} on {NOTES_REF} {_are(forged)} signed but do not verify"
+            f" (changed after signing, forged, or signed by a key not in apply.recordSigners): ignored;"
+            f" newest {_where(forged)}"
+        )
+    successors: dict[str, list[StoredRecord]] = {}
+    for stored in verified.values():
+        successors.setdefault(stored.record.previous, []).append(stored)
+
+    def forward(digest: str) -> str:
+        """Follow records chained onto `digest` (only apply can sign them) to the newest."""
+        seen = {digest}
+        while True:
+            after = [s for s in successors.get(digest, ()) if s.digest not in seen]
+            if not after:
+                return digest
+            if len(after) > 1:
+                warnings.append(
+                    f"{len(after)} signed apply records of cluster {cluster} follow the same record"
+                    f" ({digest[:12]}): the chain forks; following the newest"
+                )
+            digest = max(after, key=lambda s: (s.record.applied_at, s.digest)).digest
+            seen.add(digest)
+
+    problems: list[str] = []
+    head: StoredRecord | None = None
+    latest_digest = ""
+    newest = max(verified.values(), key=lambda s: (s.record.applied_at, s.digest), default=None)
+    if anchor:
+        latest_digest = forward(anchor)
+        head = verified.get(latest_digest)
+        if anchor not in verified:
+            lease = f"{APPLY_LEASE_NAMESPACE}/{APPLY_LEASE_PREFIX}{cluster}"
+            problems.append(
+                f"the record apply wrote last (digest {anchor[:12]}, kept on lease {lease}) is missing"
+                f" from {NOTES_REF} or does not verify: someone with write access to the notes ref removed"
+                " or changed it, or its key is no longer in apply.recordSigners; removals are refused"
+                " until it is back (restore the notes ref from a copy, or list the old key; or, after"
+                f" checking, remove the anchor: kubectl annotate lease -n {APPLY_LEASE_NAMESPACE}"
+                f" {APPLY_LEASE_PREFIX}{cluster} {RECORD_ANCHOR_ANNOTATION}-)"
+            )
+            if head is None:
+                head = newest  # rule 4 as strict as what is left allows; removals are refused anyway
+    elif newest is not None:
+        latest_digest = forward(newest.digest)
+        head = verified[latest_digest]
+        warnings.append(
+            f"apply's Lease has no record anchor (a first signed run, a new Lease, or a dry run that"
+            f" does not read it): trusting the newest signed record, on {head.record.commit[:12]}"
+            f" at {_iso(head.record.applied_at)}"
+        )
+    chain: list[ApplyRecord] = []
+    seen: set[str] = set()
+    current = head
+    while current is not None and current.digest not in seen:
+        chain.append(current.record)
+        seen.add(current.digest)
+        before = current.record.previous
+        if not before:
+            break
+        current = verified.get(before)
+        if current is None:
+            warnings.append(
+                f"the apply record before the one on {chain[-1].commit[:12]} at"
+                f" {_iso(chain[-1].applied_at)} (digest {before[:12]}) is missing from {NOTES_REF} or"
+                " does not verify: the audit trail has a gap there"
+            )
+    return TrustedRecords(
+        cluster=cluster,
+        records=tuple(chain),
+        latest=chain[0] if chain else None,
+        latest_digest=latest_digest,
+        problems=tuple(problems),
+        warnings=tuple(warnings),
+        anchor=anchor,
+    )
+
+
+def _count(found: Sequence[StoredRecord]) -> str:
+    return f"{len(found)} apply record{'s' if len(found) != 1 else ''}"
+
+
+def _are(found: Sequence[StoredRecord]) -> str:
+    return "are" if len(found) != 1 else "is"
+
+
+def _where(found: Sequence[StoredRecord]) -> str:
+    newest = max(found, key=lambda s: s.record.applied_at).record
+    return f"on {newest.commit[:12]} at {_iso(newest.applied_at)}"
 
 
 # ------------------------------------------------------------------------------------- with Git
@@ -431,6 +739,20 @@ def read_records(copy: WorkingCopy, branch: str, *, fetch: bool = True) -> Recor
     return Records(by_commit, warnings)
 
 
+def read_trusted_records(
+    copy: WorkingCopy, cluster: str, verifier: Verifier, anchor: str | None, *, fetch: bool = False
+) -> TrustedRecords:
+    """`trust_records` over every note on the notes ref as last fetched (`fetch`: fetch it first).
+
+    All notes, not only those on the branch's first-parent line: a record on a commit that a
+    rewritten branch skips (a merge whose first parent is not the last applied commit) must still
+    be seen, or rule 4 could be dodged by leaving the last applied commit off the first-parent line.
+    """
+    if fetch:
+        copy.fetch_notes(NOTES_REF)
+    return trust_records(copy.read_notes(NOTES_REF), cluster, verifier, anchor)
+
+
 def last_applied(
     copy: WorkingCopy, branch: str, *, cluster: str | None = None, fetch: bool = True
 ) -> tuple[str, ApplyRecord] | None:
@@ -442,6 +764,7 @@ def append_record(
     copy: WorkingCopy,
     record: ApplyRecord,
     *,
+    signer: Signer | None = None,
     applier: Identity | None = None,
     attempts: int = 5,
     wait_initial: float = 0.5,
@@ -449,17 +772,19 @@ def append_record(
 ) -> str | None:
     """Append `record` to its commit's note and push the notes ref; the new notes commit.
 
-    None when the very same record is already there. The notes commit is authored and committed by
-    `applier` (default `DEFAULT_APPLIER`), whose name also fills an empty `record.applier`. A push
+    None when the very same record is already there. With a `signer` the stored object carries its
+    signature over the canonical payload; `record.previous` is the caller's (the chain is not
+    computed here). The notes commit is authored and committed by `applier` (default
+    `DEFAULT_APPLIER`), whose name also fills an empty `record.applier`; details are redacted
+    before signing (`record_digest(record, copy=copy)` is the stored record's digest). A push
     rejected because another writer moved the notes ref fetches it and appends again on top (their
     records on the same commit are kept, before ours); after `attempts` rejections, OperationError.
     """
     who = applier or DEFAULT_APPLIER
-    if not record.applier:
-        record = replace(record, applier=who.name)
+    record = _as_stored(record, who, copy)
 
     def change(current: str | None) -> Update | None:
-        text = merge_note(current, record)
+        text = merge_note(current, record, signer=signer)
         return None if text is None else Update(text, record_message(record))
 
     return copy.update_note(

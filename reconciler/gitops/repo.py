@@ -128,6 +128,10 @@ class WorkingCopy:
     def shown_url(self) -> str:
         return redact(self.url, (self._token,))
 
+    def redact(self, text: str) -> str:
+        """`text` as this copy writes it anywhere: without URL credentials or the git token."""
+        return redact(text, (self._token,))
+
     # --------------------------------------------------------------------------------- the remote
 
     def sync(self) -> None:

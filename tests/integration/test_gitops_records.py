@@ -12,10 +12,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from reconciler.config import GitConfig
 from reconciler.errors import OperationError
 from reconciler.gitops.history import history_command
+from reconciler.gitops.record_signing import Signer, Verifier
 from reconciler.gitops.records import (
     DEFAULT_APPLIER,
     NOTES_REF,
@@ -26,6 +28,8 @@ from reconciler.gitops.records import (
     last_applied,
     last_scale_up,
     read_records,
+    read_trusted_records,
+    record_digest,
 )
 from reconciler.gitops.repo import Identity, WorkingCopy
 from tests.fixtures_git import ALICE, BOB, BOT, CLUSTER, GitServer, git
@@ -321,3 +325,90 @@ def test_notes_over_https_keep_the_token_out(git_http: GitServer, tmp_path: Path
     assert git_http.token not in everything
     got = read_records(copy, "main")
     assert got[sha][0].groups[0].detail == "AWS said: bad credentials ***"
+
+
+# ------------------------------------------------------------------ signed records (issue 8, hole 6)
+
+APPLY_KEY = Signer(Ed25519PrivateKey.generate())
+TRUSTED = Verifier([APPLY_KEY.public_key])
+
+
+def signed(copy: WorkingCopy, rec: ApplyRecord, previous: str = "") -> str:
+    """Append `rec` signed and chained to `previous`, as apply does; its digest (the next anchor)."""
+    rec = replace(rec, previous=previous, run="run-1")
+    append_record(copy, rec, signer=APPLY_KEY, **FAST)
+    return record_digest(rec, copy=copy)
+
+
+def test_a_record_off_the_first_parent_line_still_counts(seeded_remote: Path, tmp_path: Path) -> None:
+    """Hole 2: apply applied W; the bot pushes Z with parents [M, W], a fast-forward whose
+    first-parent line skips W. The trusted reading still sees W as the commit apply acted on last."""
+    m = main_tip(seeded_remote)
+    w = BOB.commit(seeded_remote, "main", {"a.txt": "withdrawn\n"}, "withdraw")
+    copy = copy_of(seeded_remote, tmp_path / "apply")
+    anchor = signed(copy, record(w, T))
+    tree = git("rev-parse", f"{m}^{{tree}}", cwd=seeded_remote).strip()
+    z = git("commit-tree", tree, "-p", m, "-p", w, "-m", "replay", cwd=seeded_remote, env=BOB.env()).strip()
+    git("update-ref", "refs/heads/main", z, w, cwd=seeded_remote)
+
+    reader = copy_of(seeded_remote, tmp_path / "reader")
+    assert w not in reader.first_parent("main") and read_records(reader, "main") == {}
+    trust = read_trusted_records(reader, CLUSTER, TRUSTED, anchor, fetch=True)
+    assert trust.problems == () and trust.last_acted_on() == w and trust.latest_digest == anchor
+
+
+def test_the_bot_rewinding_or_deleting_the_notes_ref_is_a_problem(
+    seeded_remote: Path, tmp_path: Path
+) -> None:
+    c1 = main_tip(seeded_remote)
+    c2 = BOT.commit(seeded_remote, "main", {"a.txt": "2\n"}, "capacity: c2")
+    copy = copy_of(seeded_remote, tmp_path / "apply")
+    first = signed(copy, record(c1, T))
+    older_ref = git("rev-parse", NOTES_REF, cwd=seeded_remote).strip()
+    anchor = signed(copy, record(c2, T + timedelta(minutes=1)), first)
+    assert (
+        append_record(
+            copy,
+            replace(record(c2, T + timedelta(minutes=1)), previous=first, run="run-1"),
+            signer=APPLY_KEY,
+            **FAST,
+        )
+        is None
+    )  # the same signed record again: nothing new
+    good = read_trusted_records(copy, CLUSTER, TRUSTED, anchor, fetch=True)
+    assert good.problems == () and [r.commit for r in good.records] == [c2, c1]
+
+    reader = copy_of(seeded_remote, tmp_path / "reader")
+    git("update-ref", NOTES_REF, older_ref, cwd=seeded_remote)  # a force-push to an older state
+    rewound = read_trusted_records(reader, CLUSTER, TRUSTED, anchor, fetch=True)
+    assert len(rewound.problems) == 1 and f"digest {anchor[:12]}" in rewound.problems[0]
+    assert rewound.last_acted_on() == c1  # never newer than what is really there
+
+    git("update-ref", "-d", NOTES_REF, cwd=seeded_remote)  # deleted outright
+    deleted = read_trusted_records(reader, CLUSTER, TRUSTED, anchor, fetch=True)
+    assert len(deleted.problems) == 1 and deleted.last_acted_on() is None
+    assert deleted.latest_digest == anchor
+
+
+def test_a_signed_record_with_the_token_in_a_detail_still_verifies(
+    git_http: GitServer, tmp_path: Path
+) -> None:
+    """The token (or URL credentials) is masked before signing, so what is stored is what was signed
+    and `record_digest(..., copy=...)` is the stored record's digest."""
+    remote = git_http.root / "cap.git"
+    git("init", "--quiet", "--bare", "--initial-branch=main", str(remote))
+    git("config", "http.receivepack", "true", cwd=remote)
+    sha = ALICE.commit(remote, "main", {"f.yaml": "a: 1\n"}, "first")
+    config = GitConfig(url=git_http.url("cap.git"), token_env="CAP_TOKEN")
+    copy = WorkingCopy.from_config(
+        config, tmp_path / "work", environ={**os.environ, "CAP_TOKEN": git_http.token}
+    )
+    copy.sync()
+    detail = f"AWS said: bad credentials {git_http.token} at https://u:p@example.com/x"
+    anchor = signed(copy, record(sha, T, False, GroupRecord("asg-a", "failed", 1, 1, (), detail)))
+    assert git_http.token not in remote_note(remote, sha)
+    trust = read_trusted_records(copy, CLUSTER, TRUSTED, anchor)
+    assert trust.problems == () and trust.warnings == ()
+    assert trust.latest is not None and trust.latest.groups[0].detail == (
+        "AWS said: bad credentials *** at https://***@example.com/x"
+    )

@@ -5,6 +5,12 @@ remove the last spare node), so every non-dry-run apply holds `asg-reconciler-ap
 Every write carries the resourceVersion it was decided on: of two racing acquirers the API server
 lets exactly one through and the other re-reads and decides again. Expiry is judged on the holder's
 renewTime against our clock, so keep node clocks in sync (skew shortens or lengthens the wait).
+
+The Lease also keeps the digest of the last record apply wrote (the annotation
+`asg-reconciler.dev/last-record`, the records' anchor: docs/gitops.md "Apply records"), since the
+plan bot's Git credentials cannot write here. It is read when the Lease is acquired (`anchor`) and
+moved only by the holder (`set_anchor`). A transient API failure (5xx, 429, a dropped connection)
+while acquiring or moving the anchor is retried a few times with a short backoff.
 """
 
 from __future__ import annotations
@@ -13,10 +19,12 @@ import os
 import secrets
 import socket
 import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from types import TracebackType
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import orjson
 import urllib3
@@ -25,13 +33,20 @@ from kubernetes.client.exceptions import ApiException
 
 from reconciler.errors import OperationError, RefusedError
 from reconciler.kube.live import api_error, unreachable
+from reconciler.model import APPLY_LEASE_NAMESPACE, APPLY_LEASE_PREFIX, RECORD_ANCHOR_ANNOTATION
 
 _ATTEMPTS = 5
+_TRANSIENT_TRIES = 4  # a transient failure is retried after retry_wait, 2x, 4x
 _MERGE_PATCH = "application/merge-patch+json"
+_T = TypeVar("_T")
 
 
 class LeaseLost(OperationError):
     """Someone else holds the lease we thought was ours: stop changing the cluster."""
+
+
+class _Transient(OperationError):
+    """A failure worth another try: HTTP 5xx or 429, or no answer at all."""
 
 
 def _utcnow() -> datetime:
@@ -64,16 +79,19 @@ class ApplyLease:
         api: k8s.ApiClient,
         cluster: str,
         *,
-        namespace: str = "kube-system",
+        namespace: str = APPLY_LEASE_NAMESPACE,
         identity: str | None = None,
         duration_seconds: int = 60,
         renew_every: float | None = None,
         now: Callable[[], datetime] = _utcnow,
+        retry_wait: float = 0.5,
     ) -> None:
         self.api = api
         self.coordination = k8s.CoordinationV1Api(api)
-        self.name = f"asg-reconciler-apply-{cluster}"
+        self.name = f"{APPLY_LEASE_PREFIX}{cluster}"
         self.namespace = namespace
+        self.retry_wait = retry_wait
+        self._annotations: dict[str, str] = {}
         self.identity = identity or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
         self.duration_seconds = duration_seconds
         self.renew_every = renew_every if renew_every is not None else duration_seconds / 3
@@ -93,42 +111,59 @@ class ApplyLease:
     def held(self) -> bool:
         return self._renewed is not None and self._lost is None
 
+    @property
+    def annotations(self) -> dict[str, str]:
+        """The Lease's annotations as of our last write (acquire, renew, set_anchor); {} before."""
+        return dict(self._annotations)
+
+    @property
+    def anchor(self) -> str | None:
+        """The digest of the last record apply wrote, as the Lease said when we acquired it (or as
+        we set it since); None when it has none (a new Lease, or no signed record yet)."""
+        return self._annotations.get(RECORD_ANCHOR_ANNOTATION) or None
+
     # ------------------------------------------------------------------ acquire / renew / release
 
     def acquire(self) -> None:
         """Create the Lease, or take it over when released or expired (renewTime +
-        leaseDurationSeconds in the past). Raises RefusedError while another holder keeps it fresh."""
+        leaseDurationSeconds in the past). Raises RefusedError while another holder keeps it fresh.
+        A transient API failure is retried (each try reads the Lease again), then is an
+        OperationError."""
         with self._lock:
-            for _ in range(_ATTEMPTS):
-                current = self._read()
-                now = self._now()
-                if current is None:
-                    if self._create(now):
-                        return
-                    continue  # someone created it first: look at who
-                spec = current.get("spec") or {}
-                holder = str(spec.get("holderIdentity") or "")
-                if holder and holder != self.identity:
-                    renewed = _parse_time(spec.get("renewTime")) or _parse_time(spec.get("acquireTime"))
-                    duration = int(spec.get("leaseDurationSeconds") or self.duration_seconds)
-                    if renewed is not None and renewed + timedelta(seconds=duration) > now:
-                        ago = max(0, int((now - renewed).total_seconds()))
-                        raise RefusedError(
-                            f"another apply holds lease {self.where} (holder {holder}, renewed {ago}s ago)"
-                        )
-                fields: dict[str, Any] = {
-                    "holderIdentity": self.identity,
-                    "leaseDurationSeconds": self.duration_seconds,
-                    "renewTime": micro_time(now),
-                }
-                if holder != self.identity:
-                    fields["acquireTime"] = micro_time(now)
-                    fields["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + 1
-                outcome = self._patch(current["metadata"]["resourceVersion"], fields, "acquire")
-                if outcome == "ok":
-                    self._renewed, self._lost = now, None
+            self._retrying(self._acquire_once)
+
+    def _acquire_once(self) -> None:
+        """One try at acquire (the lock held)."""
+        for _ in range(_ATTEMPTS):
+            current = self._read()
+            now = self._now()
+            if current is None:
+                if self._create(now):
                     return
-            raise OperationError(f"Kubernetes API: acquire lease {self.where}: it kept changing under us")
+                continue  # someone created it first: look at who
+            spec = current.get("spec") or {}
+            holder = str(spec.get("holderIdentity") or "")
+            if holder and holder != self.identity:
+                renewed = _parse_time(spec.get("renewTime")) or _parse_time(spec.get("acquireTime"))
+                duration = int(spec.get("leaseDurationSeconds") or self.duration_seconds)
+                if renewed is not None and renewed + timedelta(seconds=duration) > now:
+                    ago = max(0, int((now - renewed).total_seconds()))
+                    raise RefusedError(
+                        f"another apply holds lease {self.where} (holder {holder}, renewed {ago}s ago)"
+                    )
+            fields: dict[str, Any] = {
+                "holderIdentity": self.identity,
+                "leaseDurationSeconds": self.duration_seconds,
+                "renewTime": micro_time(now),
+            }
+            if holder != self.identity:
+                fields["acquireTime"] = micro_time(now)
+                fields["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + 1
+            outcome = self._patch(current["metadata"]["resourceVersion"], fields, "acquire")
+            if outcome == "ok":
+                self._renewed, self._lost = now, None
+                return
+        raise OperationError(f"Kubernetes API: acquire lease {self.where}: it kept changing under us")
 
     def renew(self) -> None:
         """Move renewTime to now. Raises LeaseLost when someone else holds the lease now."""
@@ -170,6 +205,31 @@ class ApplyLease:
                 raise OperationError(f"Kubernetes API: release lease {self.where}: it kept changing under us")
             finally:
                 self._renewed = None
+
+    def set_anchor(self, digest: str) -> None:
+        """Keep `digest` (the last record apply wrote) on the Lease, only while we hold it: a merge
+        patch of the annotation guarded by resourceVersion. On a conflict the Lease is read again:
+        still ours, the patch is retried; someone else's (or deleted), LeaseLost."""
+        with self._lock:
+            if self._lost is not None:
+                raise self._lost
+            if self._renewed is None:
+                raise OperationError(f"lease {self.where} is not held: acquire it first")
+            version = self._resource_version
+            for _ in range(_ATTEMPTS):
+                outcome = self._retrying(
+                    partial(self._patch, version, {}, "anchor", {RECORD_ANCHOR_ANNOTATION: digest})
+                )
+                if outcome == "ok":
+                    return
+                current = self._retrying(self._read) if outcome == "conflict" else None
+                if current is None:
+                    self._lose(f"lease {self.where} was deleted")
+                holder = str((current.get("spec") or {}).get("holderIdentity") or "")
+                if holder != self.identity:
+                    self._lose(f"lease {self.where} is now held by {holder or 'nobody'}")
+                version = current["metadata"]["resourceVersion"]
+            raise OperationError(f"Kubernetes API: anchor on lease {self.where}: it kept changing under us")
 
     def check(self) -> None:
         """Raise unless the lease is ours and was renewed within its duration."""
@@ -221,6 +281,17 @@ class ApplyLease:
 
     # ------------------------------------------------------------------ API calls (lock held)
 
+    def _retrying(self, call: Callable[[], _T]) -> _T:
+        """`call()`, again after a transient failure (retry_wait, then twice and four times that)."""
+        for attempt in range(_TRANSIENT_TRIES):
+            try:
+                return call()
+            except _Transient:
+                if attempt == _TRANSIENT_TRIES - 1:
+                    raise
+                time.sleep(self.retry_wait * 2**attempt)
+        raise AssertionError("unreachable")  # pragma: no cover
+
     def _lose(self, why: str) -> NoReturn:
         self._lost = LeaseLost(f"{why}: this apply must stop changing the cluster")
         raise self._lost
@@ -233,9 +304,9 @@ class ApplyLease:
         except ApiException as exc:
             if exc.status == 404:
                 return None
-            raise api_error(f"read lease {self.where}", exc) from None
+            raise _failure(f"read lease {self.where}", exc) from None
         except urllib3.exceptions.HTTPError as exc:
-            raise unreachable(self.api, exc) from None
+            raise _Transient(str(unreachable(self.api, exc))) from None
         document: dict[str, Any] = orjson.loads(response.data)
         return document
 
@@ -261,16 +332,24 @@ class ApplyLease:
         except ApiException as exc:
             if exc.status == 409:
                 return False
-            raise api_error(f"create lease {self.where}", exc) from None
+            raise _failure(f"create lease {self.where}", exc) from None
         except urllib3.exceptions.HTTPError as exc:
-            raise unreachable(self.api, exc) from None
+            raise _Transient(str(unreachable(self.api, exc))) from None
         self._remember(response.data)
         self._renewed, self._lost = now, None
         return True
 
-    def _patch(self, version: str, fields: dict[str, Any], action: str) -> str:
-        """Merge `fields` into spec, guarded by `version`: "ok", "conflict" (409) or "gone" (404)."""
-        patch = {"metadata": {"resourceVersion": version}, "spec": fields}
+    def _patch(
+        self, version: str, fields: dict[str, Any], action: str, annotations: dict[str, str] | None = None
+    ) -> str:
+        """Merge `fields` into spec (and `annotations` into metadata), guarded by `version`: "ok",
+        "conflict" (409) or "gone" (404)."""
+        metadata: dict[str, Any] = {"resourceVersion": version}
+        if annotations:
+            metadata["annotations"] = annotations
+        patch: dict[str, Any] = {"metadata": metadata}
+        if fields:
+            patch["spec"] = fields
         try:
             response: Any = self.coordination.patch_namespaced_lease(
                 self.name, self.namespace, patch, _content_type=_MERGE_PATCH, _preload_content=False
@@ -280,11 +359,20 @@ class ApplyLease:
                 return "conflict"
             if exc.status == 404:
                 return "gone"
-            raise api_error(f"{action} lease {self.where}", exc) from None
+            raise _failure(f"{action} lease {self.where}", exc) from None
         except urllib3.exceptions.HTTPError as exc:
-            raise unreachable(self.api, exc) from None
+            raise _Transient(str(unreachable(self.api, exc))) from None
         self._remember(response.data)
         return "ok"
 
     def _remember(self, data: bytes) -> None:
-        self._resource_version = str(orjson.loads(data)["metadata"]["resourceVersion"])
+        metadata = orjson.loads(data)["metadata"]
+        self._resource_version = str(metadata["resourceVersion"])
+        self._annotations = {str(k): str(v) for k, v in (metadata.get("annotations") or {}).items()}
+
+
+def _failure(action: str, exc: ApiException) -> OperationError:
+    """The one-line error for an API error; transient (worth a retry) for 5xx and 429."""
+    error = api_error(action, exc)
+    status = exc.status or 0
+    return _Transient(str(error)) if status >= 500 or status == 429 else error

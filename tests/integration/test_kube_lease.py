@@ -310,4 +310,146 @@ def test_api_errors_are_one_line(kube_api: FakeKubeAPI, kube_client: client.ApiC
     with pytest.raises(
         OperationError, match=r"^Kubernetes API: read lease kube-system/asg-reconciler-apply-prod"
     ):
-        lease(kube_client, clock).acquire()
+        lease(kube_client, clock, retry_wait=0.01).acquire()
+
+
+# ------------------------------------------------------------- the records' anchor (issue 8, hole 6)
+
+ANCHOR = "asg-reconciler.dev/last-record"
+DIGEST = "ab" * 32
+
+
+def annotations(kube_api: FakeKubeAPI) -> dict[str, str]:
+    obj = kube_api.get_object("Lease", "kube-system", NAME)
+    assert obj is not None
+    return dict(obj["metadata"].get("annotations") or {})
+
+
+def test_the_anchor_is_set_by_the_holder_kept_across_holders_and_read_on_acquire(
+    kube_api: FakeKubeAPI, kube_client: client.ApiClient, clock: Clock
+) -> None:
+    mine = lease(kube_client, clock)
+    mine.acquire()
+    assert mine.anchor is None and mine.annotations == {}  # a new Lease: no anchor yet
+    before = spec(kube_api)
+    mine.set_anchor(DIGEST)
+    assert annotations(kube_api) == {ANCHOR: DIGEST} and mine.anchor == DIGEST
+    assert spec(kube_api) == before  # only the annotation changed
+    clock.advance(5)
+    mine.renew()  # the version it moved to is ours: renewing still works
+    mine.set_anchor("cd" * 32)
+    mine.release()
+    assert annotations(kube_api) == {ANCHOR: "cd" * 32}  # release leaves the anchor
+
+    nxt = lease(kube_client, clock, "next")
+    nxt.acquire()
+    assert nxt.anchor == "cd" * 32
+
+
+def test_the_anchor_survives_an_expired_takeover(
+    kube_api: FakeKubeAPI, kube_client: client.ApiClient, clock: Clock
+) -> None:
+    crashed = k.lease(NAME, holder="crashed", duration_seconds=60, renew_time=T0 - timedelta(minutes=5))
+    crashed["metadata"]["annotations"] = {ANCHOR: DIGEST, "other": "kept"}
+    kube_api.put(crashed)
+    mine = lease(kube_client, clock)
+    mine.acquire()
+    assert mine.anchor == DIGEST and mine.annotations == {ANCHOR: DIGEST, "other": "kept"}
+
+
+def test_set_anchor_only_while_held(
+    kube_api: FakeKubeAPI, kube_client: client.ApiClient, clock: Clock
+) -> None:
+    mine = lease(kube_client, clock)
+    with pytest.raises(OperationError, match="is not held"):
+        mine.set_anchor(DIGEST)
+    mine.acquire()
+    kube_api.put(k.lease(NAME, holder="thief", duration_seconds=60, renew_time=T0))  # took it over
+    with pytest.raises(LeaseLost, match="now held by thief"):
+        mine.set_anchor(DIGEST)
+    assert annotations(kube_api) == {} and not mine.held
+    with pytest.raises(LeaseLost):
+        mine.set_anchor(DIGEST)  # and stays lost
+
+
+def test_set_anchor_retries_a_conflict_that_kept_us_holder(
+    kube_api: FakeKubeAPI, kube_client: client.ApiClient, clock: Clock
+) -> None:
+    mine = lease(kube_client, clock)
+    mine.acquire()
+    current = kube_api.get_object("Lease", "kube-system", NAME)
+    assert current is not None
+    current["metadata"]["labels"] = {"touched": "yes"}  # someone else's write moves the version
+    kube_api.put(current)
+    mine.set_anchor(DIGEST)
+    assert annotations(kube_api) == {ANCHOR: DIGEST}
+    patches = kube_api.calls[("PATCH", f"/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/{NAME}")]
+    assert patches == 2  # the conflicting try, then the retry on the version read again
+
+
+def test_set_anchor_on_a_deleted_lease_raises_lease_lost(
+    kube_api: FakeKubeAPI, kube_client: client.ApiClient, clock: Clock
+) -> None:
+    mine = lease(kube_client, clock)
+    mine.acquire()
+    kube_api.delete_object("Lease", "kube-system", NAME)
+    with pytest.raises(LeaseLost, match="was deleted"):
+        mine.set_anchor(DIGEST)
+
+
+def failing(times: int, method: str, answer: Any) -> Any:
+    """A fault answering `answer` to the first `times` lease requests of `method`."""
+    seen: list[int] = []
+
+    def fault(m: str, path: str, query: dict[str, str]) -> Any:
+        if m == method and "/leases" in path and len(seen) < times:
+            seen.append(1)
+            return answer
+        return None
+
+    return fault
+
+
+@pytest.mark.parametrize(
+    ("method", "answer"),
+    [
+        ("GET", (500, None)),
+        ("GET", (503, None)),
+        ("PATCH", (500, None)),
+        ("GET", (429, None)),
+        ("GET", "drop"),
+    ],
+)
+def test_acquire_rides_out_a_transient_failure(
+    kube_api: FakeKubeAPI, kube_client: client.ApiClient, clock: Clock, method: str, answer: Any
+) -> None:
+    kube_api.put(k.lease(NAME, holder="crashed", duration_seconds=60, renew_time=T0 - timedelta(minutes=5)))
+    kube_api.fault = failing(2, method, answer)
+    mine = lease(kube_client, clock, retry_wait=0.01)
+    mine.acquire()
+    assert mine.held and spec(kube_api)["holderIdentity"] == "me"
+
+
+def test_set_anchor_rides_out_a_transient_failure(
+    kube_api: FakeKubeAPI, kube_client: client.ApiClient, clock: Clock
+) -> None:
+    mine = lease(kube_client, clock, retry_wait=0.01)
+    mine.acquire()
+    kube_api.fault = failing(2, "PATCH", (502, None))
+    mine.set_anchor(DIGEST)
+    assert annotations(kube_api) == {ANCHOR: DIGEST}
+
+
+def test_a_lasting_or_permanent_failure_is_not_retried_forever(
+    kube_api: FakeKubeAPI, kube_client: client.ApiClient, clock: Clock
+) -> None:
+    path = f"/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/{NAME}"
+    kube_api.fault = lambda method, p, query: (500, None)
+    with pytest.raises(OperationError, match="HTTP 500"):
+        lease(kube_client, clock, retry_wait=0.01).acquire()
+    assert kube_api.calls[("GET", path)] == 4  # a few tries, then the one-line error
+    kube_api.calls.clear()
+    kube_api.fault = lambda method, p, query: (403, None)
+    with pytest.raises(OperationError, match="forbidden"):
+        lease(kube_client, clock, retry_wait=0.01).acquire()
+    assert kube_api.calls[("GET", path)] == 1  # RBAC does not fix itself

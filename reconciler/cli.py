@@ -147,11 +147,16 @@ def approve(config_file: str | None, proposal: str, expect: str | None) -> None:
 @click.option("--since", metavar="WHEN", help="A date, an ISO time, or a duration ago such as 24h or 7d.")
 def history(config_file: str | None, output: str, node_group: str | None, since: str | None) -> None:
     """The capacity audit trail of every group, from commit trailers (one git log)."""
+    from functools import partial
+
     from reconciler.gitops.history import history_command, render_history
+    from reconciler.gitops.record_signing import load_verifier
     from reconciler.gitops.records import NOTES_REF, history_entries
     from reconciler.runtime.plan_stage import working_copy
 
     config = _load(config_file)
+    # apply's keys: a record none of them signed is shown as unverified (none listed: shown as is)
+    verifier = load_verifier(config.apply.record_signers, "apply.recordSigners")
     copy = working_copy(config)
     copy.fetch_notes(NOTES_REF)  # apply's records, shown beside the plan's commits
     entries = history_command(
@@ -160,7 +165,7 @@ def history(config_file: str | None, output: str, node_group: str | None, since:
         node_group,
         since,
         ref=f"refs/remotes/origin/{config.git.branch}",
-        note_entries=history_entries,
+        note_entries=partial(history_entries, verifier=verifier) if verifier else history_entries,
     )
     click.echo(render_history(entries, output), nl=False)
 

@@ -122,6 +122,14 @@ class ApplyLease:
         we set it since); None when it has none (a new Lease, or no signed record yet)."""
         return self._annotations.get(RECORD_ANCHOR_ANNOTATION) or None
 
+    def read_anchor(self) -> str | None:
+        """The anchor as the Lease has it now, without acquiring it (a dry run: what a real run
+        would check the records against); None when there is no Lease or no anchor."""
+        with self._lock:
+            current = self._retrying(self._read)
+        annotations = ((current or {}).get("metadata") or {}).get("annotations") or {}
+        return str(annotations.get(RECORD_ANCHOR_ANNOTATION) or "") or None
+
     # ------------------------------------------------------------------ acquire / renew / release
 
     def acquire(self) -> None:

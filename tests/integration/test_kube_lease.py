@@ -346,6 +346,19 @@ def test_the_anchor_is_set_by_the_holder_kept_across_holders_and_read_on_acquire
     assert nxt.anchor == "cd" * 32
 
 
+def test_read_anchor_without_acquiring(
+    kube_api: FakeKubeAPI, kube_client: client.ApiClient, clock: Clock
+) -> None:
+    reader = lease(kube_client, clock, "dry-run", retry_wait=0.01)
+    assert reader.read_anchor() is None  # no Lease at all
+    held = k.lease(NAME, holder="other", duration_seconds=60, renew_time=T0)
+    held["metadata"]["annotations"] = {ANCHOR: DIGEST}
+    kube_api.put(held)
+    kube_api.fault = failing(1, "GET", (503, None))
+    assert reader.read_anchor() == DIGEST  # held by another apply: read all the same
+    assert not reader.held and spec(kube_api)["holderIdentity"] == "other"
+
+
 def test_the_anchor_survives_an_expired_takeover(
     kube_api: FakeKubeAPI, kube_client: client.ApiClient, clock: Clock
 ) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reconciler.apply.sync import FAILED, NONE, REFUSED, ApplyReport
+from reconciler.apply.outcome import FAILED, NONE, REFUSED, ApplyReport
 
 _SIGNS = {NONE: " ", REFUSED: "!", FAILED: "x"}
 
@@ -21,5 +21,9 @@ def render_apply_table(report: ApplyReport) -> str:
         lines += [f"      {note}" for note in g.notes]
     if not report.groups:
         lines.append("  (no node groups in the manifest)")
+    if report.given_back or report.stuck:
+        lines += ["", "Drain taints:"]
+        lines += [f"  ~ {line}" for line in report.given_back]
+        lines += [f"  x {line}" for line in report.stuck]
     lines += [f"  ! {w}" for w in report.warnings]
     return "\n".join(lines) + "\n"

@@ -9,17 +9,41 @@ planner runs, not a copy of its rules, so apply and plan can never disagree abou
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Set
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 
+from reconciler.config import Config
 from reconciler.inventory import Inventory, build_inventory
 from reconciler.model import OWN_DRAIN_TAINT, Node
+from reconciler.planning.baseline import baseline
 from reconciler.planning.plan import make_plan
 from reconciler.planning.types import CommittedGroup, PlanInputs, PlannerMemory
 
 # Old enough for every unneeded-time setting: the timer was the proposal's business, not apply's.
 _LONG_AGO = timedelta(days=3650)
+
+
+def approved_verdicts(
+    config: Config,
+    now: datetime,
+    inventory: Inventory,
+    committed: Mapping[str, CommittedGroup],
+    only: Iterable[str] | None = None,
+) -> dict[str, str | None]:
+    """`recheck` for every approved removal still in its ASG (or just `only` of them) on `inventory`."""
+    keep = None if only is None else set(only)
+    groups = {g.name: g for g in inventory.groups}
+    approved: dict[str, set[str]] = {}
+    for name, entry in committed.items():
+        if name in groups:
+            present = baseline(groups[name].group, entry).approved_present
+            chosen = {i for i in present if keep is None or i in keep}
+            if chosen:
+                approved[name] = chosen
+    if not approved:
+        return {}
+    return recheck(PlanInputs(inventory=inventory, config=config, now=now, committed=committed), approved)
 
 
 def recheck(inputs: PlanInputs, approved: Mapping[str, Set[str]]) -> dict[str, str | None]:

@@ -168,6 +168,22 @@ class _Approver:
                 os.environ["GIT_CONFIG_GLOBAL"] = saved
 
 
+def _record_key(workdir: Path) -> Path:
+    """Apply's own key (in production a Kubernetes Secret): its records are signed with it, so the
+    plan bot, which can push to the notes ref, cannot forge or quietly rewrite them."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    path = workdir / "record-key"
+    path.write_bytes(
+        Ed25519PrivateKey.generate().private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
+        )
+    )
+    path.chmod(0o600)
+    return path
+
+
 def _hand_over(echo: Echo, workdir: Path, endpoint: str) -> None:
     """What a person needs to go on from where the demo stopped, in another shell."""
     config = workdir / "asg-reconciler.yaml"
@@ -214,6 +230,7 @@ def run_demo(
             + f"git: {{url: '{remote}', workDir: '{workdir / 'work'}'}}\n"
             + f"kubernetes: {{kubeconfig: '{_kubeconfig(workdir / 'kubeconfig', kube.url)}'}}\n"
             + approver.config
+            + f"apply: {{signingKey: '{_record_key(workdir)}'}}   # apply signs its records with it\n"
         )
         echo(f"# Kubernetes is a fake API at {kube.url} holding the example (reconciler/demo/cluster.yaml);")
         echo(f"# the capacity repository is a local bare repository ({remote.name})")

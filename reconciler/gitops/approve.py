@@ -55,6 +55,7 @@ def approve(
     *,
     expected_head: str | None = None,
     verify: Callable[[str, Path], Verdict] | None = None,
+    manifest: tuple[str, Callable[[str, str], str | None]] | None = None,
     environ: Mapping[str, str] | None = None,
     attempts: int = 5,
     wait: float = 0.2,
@@ -67,6 +68,10 @@ def approve(
     `verify`: called with the signed merge and the scratch repository before anything is pushed
     (the CLI passes the signed gate's `check` when it can read `approval.allowedSigners`), so a key
     apply would not accept is refused here instead of landing an unapprovable merge.
+    `manifest`: (path, problem(text, label) -> one line or None). A main whose manifest at `path` does
+    not parse is refused, and so is a merge whose result does not: a signed merge onto a broken main
+    must not become the approval of whatever the broken commits slipped in (apply would refuse those
+    removals anyway; refusing here says so before anything is pushed).
     `environ`: the caller's environment (git config via HOME / GIT_CONFIG_GLOBAL, ssh agent).
 
     Raises UserError (no such proposal, already merged, no signing key configured), RefusedError
@@ -102,7 +107,11 @@ def approve(
                 raise UserError(
                     f"proposal {proposal_branch} ({proposal[:12]}) is already merged into {main_branch}"
                 )
+            if manifest is not None:
+                _check_manifest(git, manifest, main, f"{main_branch} ({main[:12]})", "fix it there first")
             tree = _merge_tree(git, main, proposal, proposal_branch, main_branch)
+            if manifest is not None:
+                _check_manifest(git, manifest, tree, "the merge", "resolve it on the proposal branch")
             sha = _signed_merge(git, tree, main, proposal, proposal_branch, main_branch)
             if verify is not None:
                 verdict = verify(sha, git.cwd)
@@ -139,6 +148,21 @@ def _check_signing_config(git: _Git) -> None:
         )
     if not git.config("user.signingKey") and not git.config("gpg.ssh.defaultKeyCommand"):
         raise UserError(f"git config user.signingKey is not set; {_SIGNING_HINT}")
+
+
+def _check_manifest(
+    git: _Git, manifest: tuple[str, Callable[[str, str], str | None]], rev: str, where: str, fix: str
+) -> None:
+    path, problem = manifest
+    shown = git.call("show", f"{rev}:{path}")
+    if shown.returncode != 0:
+        return  # no manifest there: nothing that could hide a removal
+    found = problem(shown.stdout, f"{rev[:12]}:{path}")
+    if found is not None:
+        raise RefusedError(
+            f"the manifest of {where} cannot be read ({found}); approving on top of it would approve "
+            f"whatever it lists, so nothing was merged: {fix}, then approve again"
+        )
 
 
 def _merge_tree(git: _Git, main: str, proposal: str, proposal_branch: str, main_branch: str) -> str:

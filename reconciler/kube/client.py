@@ -13,7 +13,9 @@ from reconciler.config import KubernetesConfig
 from reconciler.errors import UserError
 
 
-def api_client(settings: KubernetesConfig) -> k8s.ApiClient:
+def api_client(settings: KubernetesConfig, *, parallel: int = 1) -> k8s.ApiClient:
+    """`parallel`: how many threads share the client (apply's drains, plus the Lease renewal and a
+    margin), so the urllib3 pool never has to drop connections ("Connection pool is full")."""
     configuration = k8s.Configuration()
     try:
         if not settings.kubeconfig and "KUBERNETES_SERVICE_HOST" in os.environ:
@@ -32,4 +34,5 @@ def api_client(settings: KubernetesConfig) -> k8s.ApiClient:
             "(set KUBECONFIG or kubernetes.kubeconfig, or read a dump with --snapshot FILE)"
         ) from None
     configuration.retries = 3
+    configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize, parallel + 4)
     return k8s.ApiClient(configuration)

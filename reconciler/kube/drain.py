@@ -8,7 +8,7 @@ honoured by the API server itself; when a budget says "not now" we wait and retr
 timeout rather than forcing a delete.
 
 Apply runs unattended, so a flaky API server is not a failed drain: every call is retried a few times
-on a 5xx, a 429 that is not an eviction's budget refusal, or a dropped connection (`_ATTEMPTS`,
+on a 5xx, a 429 that is not an eviction's budget refusal, or a dropped connection (`ATTEMPTS`,
 capped exponential backoff) before it becomes an OperationError. Node names are reused by new
 instances, so `mark` and `drain` can be told which instance was approved and then act only while the
 node still is that instance.
@@ -25,7 +25,6 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 import orjson
-import tenacity
 import urllib3
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
@@ -34,6 +33,7 @@ from reconciler.durations import format_duration
 from reconciler.errors import OperationError, RefusedError
 from reconciler.kube.live import api_error as live_api_error
 from reconciler.kube.live import unreachable
+from reconciler.kube.retry import ATTEMPTS, transient, with_retries
 from reconciler.model import MIRROR_POD, OWN_DRAIN_TAINT, instance_id_from_provider_id
 
 T = TypeVar("T")
@@ -46,10 +46,6 @@ _FINISHED = ("Succeeded", "Failed")
 # The API server names the budget in its 429: "The disruption budget web needs 2 healthy pods ...".
 _BUDGET = re.compile(r"disruption budget ([a-z0-9](?:[-a-z0-9.]*[a-z0-9])?)\b")
 _SHOWN = 5  # pods named in an incomplete drain's reason; the rest are counted
-_ATTEMPTS = 4  # tries of one API call when the server or the network fails for a moment
-_BACKOFF_FIRST = 0.2  # seconds before the second try; doubled each time, at most _BACKOFF_MAX
-_BACKOFF_MAX = 2.0
-_TRANSIENT = frozenset({500, 502, 503, 504})
 _DEFAULT_GRACE = 30  # a pod's terminationGracePeriodSeconds when its spec has none
 
 
@@ -343,7 +339,7 @@ class NodeDrainer:
                 return "gone", ""
             if exc.status == 429:
                 return "blocked", _blocked_reason(namespace, exc)
-            if _transient(exc):
+            if transient(exc):
                 state = self._pod_state(namespace, name, str(meta.get("uid", "")))
                 if state is not None:
                     return state, ""
@@ -401,33 +397,15 @@ class NodeDrainer:
     # ------------------------------------------------------------------ transient failures
 
     def _call(self, call: Callable[[], T], *, retry_429: bool = True) -> T:
-        """`call()`, tried again after a transient failure (a 5xx, a 429 unless `retry_429` is
-        False, a dropped or refused connection), `_ATTEMPTS` tries in all; the last failure is
-        raised as it came. A fresh Retrying per call: its statistics are per call, so threads
-        share nothing."""
-        retrying = tenacity.Retrying(
-            stop=tenacity.stop_after_attempt(_ATTEMPTS),
-            wait=tenacity.wait_exponential(multiplier=_BACKOFF_FIRST, max=_BACKOFF_MAX),
-            retry=tenacity.retry_if_exception(functools.partial(_transient, retry_429=retry_429)),
-            sleep=self._sleep,
-            reraise=True,
-        )
-        return retrying(call)
+        """`call()`, tried again after a transient failure (reconciler/kube/retry.py)."""
+        return with_retries(call, retry_429=retry_429, sleep=self._sleep)
 
     def _unreachable(self, exc: urllib3.exceptions.HTTPError) -> OperationError:
-        return OperationError(f"{unreachable(self.api, exc)} (gave up after {_ATTEMPTS} attempts)")
-
-
-def _transient(exc: BaseException, retry_429: bool = True) -> bool:
-    if isinstance(exc, urllib3.exceptions.HTTPError):
-        return True
-    if isinstance(exc, ApiException):
-        return exc.status in _TRANSIENT or (retry_429 and exc.status == 429)
-    return False
+        return OperationError(f"{unreachable(self.api, exc)} (gave up after {ATTEMPTS} attempts)")
 
 
 def _gave_up(exc: ApiException) -> str:
-    return f" (gave up after {_ATTEMPTS} attempts)" if _transient(exc) else ""
+    return f" (gave up after {ATTEMPTS} attempts)" if transient(exc) else ""
 
 
 def _instance(node: Mapping[str, Any]) -> str:

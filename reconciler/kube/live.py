@@ -22,6 +22,7 @@ from kubernetes.client.exceptions import ApiException
 
 from reconciler.errors import OperationError
 from reconciler.kube.autoscaler import LEASE, STATUS_CONFIGMAP
+from reconciler.kube.retry import with_retries
 from reconciler.kube.schema import list_decoder
 from reconciler.kube.state import StateBuilder
 from reconciler.model import ClusterState
@@ -72,7 +73,9 @@ class LiveReader:
 
     def _fetch(self, kind: str, call: Callable[..., Any], params: dict[str, Any], token: str) -> bytes:
         try:
-            response = call(limit=self.page_size, _continue=token or None, _preload_content=False, **params)
+            response = with_retries(
+                lambda: call(limit=self.page_size, _continue=token or None, _preload_content=False, **params)
+            )
             data: bytes = response.data
             return data
         except ApiException as exc:
@@ -100,7 +103,7 @@ class LiveReader:
     def _get(self, kind: str, call: Callable[..., Any], where: tuple[str, str]) -> dict[str, Any] | None:
         namespace, name = where
         try:
-            response = call(name, namespace, _preload_content=False)
+            response = with_retries(lambda: call(name, namespace, _preload_content=False))
         except ApiException as exc:
             if exc.status in (403, 404):
                 return None  # absent, or we may not read it: no evidence either way

@@ -1,35 +1,51 @@
-"""The apply stage, once: pick the commit of main to apply, check it may be applied, sync, record.
+"""The apply stage, once: take the Lease, pick the commit of main to apply, check it may be
+applied, sync, record.
 
-Order matters for safety: Git first (a bad ref or an older commit than the last applied one stops
-everything before a single API call), then the cluster and AWS are observed, then the Lease is
-taken (DESIGN §3.6), drains a crashed apply left behind are resumed or given back, and only then
-does anything change. The record goes to `refs/notes/asg-reconciler`, the only thing apply pushes.
+Order matters for safety (DESIGN §3.6): the Lease first, so nothing is observed or decided while
+another apply acts; then Git (the records, checked against apply's own key and the anchor on its
+Lease; a bad ref, or a target that does not have the last applied commit in its first-parent
+history, stops everything before a single API call); then the cluster and AWS are observed, and
+only then does anything change. Records go to `refs/notes/asg-reconciler`, the only thing apply
+pushes: the intent before each termination, the result at the end.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+import secrets
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 import git
+from kubernetes import client as k8s
 
 from reconciler.apply.approval import make_gate
 from reconciler.apply.approval.base import ApprovalGate
-from reconciler.apply.changes import trace_removals
-from reconciler.apply.sync import FAILED, REFUSED, ApplyInputs, ApplyReport, apply
+from reconciler.apply.changes import Unreadable, trace_removals
+from reconciler.apply.effects import Effects
+from reconciler.apply.inputs import ApplyInputs
+from reconciler.apply.outcome import FAILED, REFUSED, SCALE_DOWN, ApplyReport
+from reconciler.apply.sync import apply
 from reconciler.aws.actuation import Actuator
 from reconciler.aws.clients import make_clients
 from reconciler.config import Config
 from reconciler.errors import RefusedError, UserError
 from reconciler.gitops.manifest import Manifest
+from reconciler.gitops.plan_edits import committed_groups
+from reconciler.gitops.record_signing import Signer, load_signer, load_verifier
 from reconciler.gitops.records import (
+    NOTES_REF,
     ApplyRecord,
     GroupRecord,
-    Records,
+    TrustedRecords,
     append_record,
-    last_desired,
-    read_records,
+    read_trusted_records,
+    record_digest,
 )
 from reconciler.gitops.repo import REMOTE, WorkingCopy
 from reconciler.kube.client import api_client
@@ -37,6 +53,8 @@ from reconciler.kube.drain import NodeDrainer
 from reconciler.kube.lease import ApplyLease
 from reconciler.runtime.plan_stage import read_manifest, working_copy
 from reconciler.world import observe
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -78,17 +96,9 @@ def _committed_at(copy: WorkingCopy, sha: str) -> datetime:
     return git.Repo(copy.path).commit(sha).committed_datetime.astimezone(UTC)
 
 
-def _last_acted_on(records: Records, cluster: str) -> str | None:
-    """The newest first-parent commit an apply of this cluster acted on, partly or wholly: a partial
-    run changed AWS too, so going back behind it would undo what it did."""
-    for commit, found in records.items():
-        if any(r.cluster == cluster for r in found):
-            return commit
-    return None
-
-
-def _target(copy: WorkingCopy, config: Config, ref: str | None, records: Records) -> tuple[str, list[str]]:
-    """The commit to apply and main's first-parent chain from it backwards (rule 4)."""
+def _target(copy: WorkingCopy, config: Config, ref: str | None, last: str | None) -> tuple[str, list[str]]:
+    """The commit to apply and its first-parent chain backwards (rule 4): on the first-parent history
+    of the branch, and having the last commit any apply acted on in its own first-parent history."""
     branch = config.git.branch
     chain = copy.first_parent(branch)
     if not chain:
@@ -102,40 +112,74 @@ def _target(copy: WorkingCopy, config: Config, ref: str | None, records: Records
             f"{shown}: {target[:12]} is not on the first-parent history of {branch}; "
             "apply acts only on what was merged to it"
         )
-    last = _last_acted_on(records, config.cluster)
-    if last is not None and chain.index(target) > chain.index(last):
+    own = chain[chain.index(target) :]
+    if last is not None and last not in own:
+        if last in chain:
+            raise RefusedError(
+                f"{shown}: {target[:12]} is older than the last applied commit {last[:12]}; "
+                "apply never goes back (commit a new change instead)"
+            )
         raise RefusedError(
-            f"{shown}: {target[:12]} is older than the last applied commit {last[:12]}; "
-            "apply never goes back (commit a new change instead)"
+            f"{shown}: the last applied commit {last[:12]} is not on the first-parent history of "
+            f"{target[:12]}: {branch} was rewritten around it (a force-push, or a merge that skips it), "
+            "which could bring back an approval withdrawn since; nothing applied. To go on, a person "
+            f"merges {branch} into that commit with a signed merge whose first parent is {last[:12]} "
+            f"(git checkout {last[:12]} && git merge --no-ff -S origin/{branch} && git push origin "
+            f"HEAD:{branch}), which re-approves whatever it brings back"
         )
-    return target, chain[chain.index(target) :]
+    return target, own
 
 
 def apply_once(config: Config, now: datetime, *, dry_run: bool, ref: str | None = None) -> ApplyRun:
-    copy = working_copy(config)
-    records = read_records(copy, config.git.branch)
-    target, chain = _target(copy, config, ref, records)
-    label = f"{target[:12]}:{config.manifest_path}"
-    manifests: dict[str, Manifest | None] = {}
+    """One apply. Not a dry run: the Lease first (DESIGN §3.6), then everything is read under it."""
+    kube = api_client(config.kubernetes, parallel=config.apply.max_parallel_drains)
+    if dry_run:
+        return _apply(config, now, kube, None, dry_run=True, ref=ref)
+    with ApplyLease(kube, config.cluster) as lease, _sigterm_interrupts():
+        return _apply(config, now, kube, lease, dry_run=False, ref=ref)
 
-    def manifest_at(sha: str) -> Manifest | None:
-        """An older commit's manifest that does not parse lists nothing: a removal then traces to
-        the newer commit that listed it, which the gate judges (fails safe, never blocks a run)."""
+
+def _apply(
+    config: Config,
+    now: datetime,
+    kube: k8s.ApiClient,
+    lease: ApplyLease | None,
+    *,
+    dry_run: bool,
+    ref: str | None,
+) -> ApplyRun:
+    copy = working_copy(config)
+    keys = RecordKeys(config)
+    copy.fetch_notes(NOTES_REF)
+    anchor = lease.anchor if lease is not None else ApplyLease(kube, config.cluster).read_anchor()
+    trust = read_trusted_records(copy, config.cluster, keys.verifier, anchor)
+    for warning in trust.warnings:
+        _log.warning("%s", warning)
+    target, chain = _target(copy, config, ref, trust.last_acted_on())
+    label = f"{target[:12]}:{config.manifest_path}"
+    manifests: dict[str, Manifest | Unreadable | None] = {}
+
+    def manifest_at(sha: str) -> Manifest | Unreadable | None:
+        """An older commit's manifest: None when there is none, Unreadable when it does not parse
+        (the removals it might have brought are then refused, never credited to a later commit)."""
         if sha not in manifests:
             try:
                 manifests[sha] = read_manifest(
                     copy.read_file(config.manifest_path, sha), f"{sha[:12]}:{config.manifest_path}"
                 )
-            except UserError:
-                manifests[sha] = None
+            except UserError as exc:
+                manifests[sha] = Unreadable(str(exc))
         return manifests[sha]
 
     manifest = read_manifest(copy.read_file(config.manifest_path, target), label)
-    manifests[target] = manifest
     if manifest is None:
         raise UserError(f"{label}: no manifest at the commit to apply (run plan first)")
+    manifests[target] = manifest
     gate = _GateAt(config, copy.path, manifest)
+    removals_listed = any(g.removal_ids for g in manifest.groups)
+    signer = keys.signer(required=removals_listed and not dry_run)
     inventory = observe(config, None, now)
+    states = {i.instance_id: i.lifecycle_state for g in inventory.groups for i in g.group.instances}
     inputs = ApplyInputs(
         config=config,
         inventory=inventory,
@@ -145,43 +189,178 @@ def apply_once(config: Config, now: datetime, *, dry_run: bool, ref: str | None 
         commit_time=lambda sha: _committed_at(copy, sha),
         now=now,
         dry_run=dry_run,
-        last_desired=last_desired(records, config.cluster),
+        last_desired=trust.last_desired(lambda instance: states.get(instance) == "InService"),
+        open_intents=tuple(
+            (g.name, i) for record in trust.open_intents() for g in record.groups for i in g.terminated
+        ),
+        records_problems=trust.problems,
+        held=_held(trust, chain, manifest_at),
     )
-    kube = api_client(config.kubernetes)
-    drainer = NodeDrainer(kube, timeout=config.apply.drain_timeout)
+    drainer = NodeDrainer(
+        kube, timeout=config.apply.drain_timeout, max_grace_period=config.apply.max_grace_period
+    )
     actuator = Actuator(make_clients(config).autoscaling)
-    if dry_run:
-        return ApplyRun(apply(inputs, actuator, drainer, gate), recorded=False)
-    with ApplyLease(kube, config.cluster) as lease:
-        _give_back_stale_drains(drainer, inputs)
-        report = apply(inputs, actuator, drainer, gate, guard=lease.check)
-        append_record(copy, _record(config, report, datetime.now(UTC).replace(microsecond=0)))
+    if lease is None:
+        return ApplyRun(apply(inputs, Effects(actuator, drainer, gate)), recorded=False)
+    # A run that found the records untrustworthy never moves the anchor: its own record must not
+    # become the trusted latest one, or the next run would trust what the attacker left.
+    anchoring = lease if signer is not None and not trust.problems else None
+    recorder = _Recorder(copy, config.cluster, target, signer, anchoring, trust.latest_digest)
+    effects = Effects(
+        actuator,
+        drainer,
+        gate,
+        guard=lease.check,
+        observe=lambda: observe(config, None, now),
+        intend=recorder.intent,
+    )
+    report = apply(inputs, effects)
+    recorder.done(report)
     return ApplyRun(report, recorded=True)
 
 
-def _give_back_stale_drains(drainer: NodeDrainer, inputs: ApplyInputs) -> None:
-    """Nodes our taint marks but whose removal is no longer approved at the target (a crash between
-    mark and terminate, then the approval was withdrawn): serve again. The rest resume in `apply`."""
-    approved = {i for g in inputs.manifest.groups for i in g.removal_ids}
-    instance_of = {n.name: n.instance_id for n in inputs.inventory.state.nodes}
-    for node in drainer.marked():
-        if instance_of.get(node) not in approved:
-            drainer.unmark(node)
+def _held(
+    trust: TrustedRecords, chain: list[str], manifest_at: Callable[[str], Manifest | Unreadable | None]
+) -> dict[str, int]:
+    """Groups whose desired, set outside the tool, the newest run adopted (apply.drift adopt), with
+    that value, as long as main has not changed the group's desired since that run's commit: until
+    the next plan commits it, later runs must not raise back what was adopted."""
+    newest = next((r for r in trust.records if r.phase == "done"), None)
+    if newest is None or newest.commit not in chain:
+        return {}
+    newer = chain[: chain.index(newest.commit) + 1]
+
+    def desired(sha: str, group: str) -> int | None:
+        manifest = manifest_at(sha)
+        if not isinstance(manifest, Manifest):
+            return None
+        entry = committed_groups(manifest).get(group)
+        return None if entry is None else entry.desired
+
+    held: dict[str, int] = {}
+    for g in newest.groups:
+        if g.adopted:
+            then = desired(newest.commit, g.name)
+            if then is not None and all(desired(sha, g.name) == then for sha in newer):
+                held[g.name] = g.desired_after
+    return held
 
 
-def _record(config: Config, report: ApplyReport, at: datetime) -> ApplyRecord:
-    groups = tuple(
-        GroupRecord(
-            name=g.name,
-            action=g.action,
-            desired_before=g.desired_before,
-            desired_after=g.desired_after,
-            terminated=g.terminated,
-            detail="; ".join(g.notes),
+class RecordKeys:
+    """Apply's own signing key (its records are trusted only if the plan credentials could not have
+    written them, DESIGN §3.4) and the keys whose records it trusts."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self._signer: Signer | None = None
+        self._error: UserError | None = None
+        try:
+            self._signer = load_signer(config.apply.signing_key, "apply.signingKey")
+        except UserError as exc:
+            self._error = exc
+        self.verifier = load_verifier(config.apply.record_signers, "apply.recordSigners", own=self._signer)
+
+    def signer(self, *, required: bool) -> Signer | None:
+        """The key, or None (records unsigned, with a warning) when none is needed; a run with
+        removals to judge needs it: a UserError before anything changes."""
+        if self._signer is None and self._error is not None:
+            if required:
+                raise UserError(f"{self._error} (apply signs its records before it removes anything)")
+            _log.warning("%s: records of this run are unsigned and will not be trusted", self._error)
+        return self._signer
+
+
+class _Recorder:
+    """Apply's records of this run: the intent before each termination (write-ahead), the result at
+    the end; each signed, chained to the one before, and anchored on apply's own Lease."""
+
+    def __init__(
+        self,
+        copy: WorkingCopy,
+        cluster: str,
+        commit: str,
+        signer: Signer | None,
+        lease: ApplyLease | None,
+        previous: str,
+    ) -> None:
+        self.copy, self.cluster, self.commit, self.signer, self.lease = copy, cluster, commit, signer, lease
+        self.previous = previous
+        self.run = secrets.token_hex(8)
+        self._lock = threading.Lock()
+
+    def intent(self, group: str, instance: str, before: int, after: int) -> None:
+        self._append(
+            ApplyRecord(
+                commit=self.commit,
+                applied_at=_stamp(),
+                complete=False,
+                groups=(
+                    GroupRecord(
+                        name=group,
+                        action=SCALE_DOWN,
+                        desired_before=before,
+                        desired_after=after,
+                        terminated=(instance,),
+                        detail=f"intent: terminate {instance} (recorded before the call)",
+                    ),
+                ),
+                cluster=self.cluster,
+                run=self.run,
+                phase="intent",
+            )
         )
-        for g in report.groups
-    )
-    complete = all(g.action not in (FAILED, REFUSED) for g in report.groups)
-    return ApplyRecord(
-        commit=report.commit, applied_at=at, complete=complete, groups=groups, cluster=config.cluster
-    )
+
+    def done(self, report: ApplyReport) -> None:
+        groups = tuple(
+            GroupRecord(
+                name=g.name,
+                action=g.action,
+                desired_before=g.desired_before,
+                desired_after=g.desired_after,
+                terminated=g.terminated,
+                detail="; ".join(g.notes),
+                adopted=g.adopted,
+            )
+            for g in report.groups
+        )
+        complete = all(g.action not in (FAILED, REFUSED) for g in report.groups) and not report.stuck
+        self._append(
+            ApplyRecord(
+                commit=report.commit,
+                applied_at=_stamp(),
+                complete=complete,
+                groups=groups,
+                cluster=self.cluster,
+                run=self.run,
+            )
+        )
+
+    def _append(self, record: ApplyRecord) -> None:
+        with self._lock:
+            record = replace(record, previous=self.previous)
+            append_record(self.copy, record, signer=self.signer)
+            self.previous = record_digest(record, copy=self.copy)
+            if self.lease is not None:
+                self.lease.set_anchor(self.previous)
+
+
+def _stamp() -> datetime:
+    return datetime.now(UTC).replace(microsecond=0)
+
+
+@contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM (a pod being stopped, a CI job cancelled) interrupts like Ctrl-C, so a drain in
+    progress gives its node back and the Lease is released instead of the process just vanishing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -13,6 +13,7 @@ from reconciler.apply.approval.base import Verdict
 from reconciler.config import Config
 from reconciler.errors import UserError
 from reconciler.gitops.approve import approve
+from reconciler.gitops.manifest import parse_manifest
 
 
 def proposal_branch_name(config: Config, proposal: str) -> str:
@@ -38,4 +39,13 @@ def approve_once(config: Config, proposal: str, expected_head: str | None) -> st
         config.git.branch,
         expected_head=expected_head,
         verify=verify,
+        manifest=(config.manifest_path, _manifest_problem),
     )
+
+
+def _manifest_problem(text: str, label: str) -> str | None:
+    try:
+        parse_manifest(text, label)
+    except UserError as exc:
+        return str(exc)
+    return None

@@ -52,6 +52,8 @@ class World:
         self.aws, self.kube, self.remote, self.tmp = aws, kube, remote, tmp
         aws.launch_template("lt", "t3.small")
         aws.asg("general", min_size=1, max_size=5, desired=2, tags=TAGS, launch_template="lt")
+        # two zones: scale-downs need AZRebalance suspended, as every such group does in production
+        aws.autoscaling.suspend_processes(AutoScalingGroupName="general", ScalingProcesses=["AZRebalance"])
         described = aws.autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=["general"])
         self.instances = sorted(
             (i["InstanceId"], i["AvailabilityZone"]) for i in described["AutoScalingGroups"][0]["Instances"]
@@ -59,6 +61,7 @@ class World:
         alice = keypair(tmp / "alice")
         signers = tmp / "allowed_signers"
         signers.write_text(f"alice@example.com {alice}\n")
+        keypair(tmp / "record-key")  # apply's own key: it signs apply's records
         gitconfig = tmp / "alice.gitconfig"  # the approver's own git configuration
         gitconfig.write_text(
             "[user]\n\tname = Alice Admin\n\temail = alice@example.com\n"
@@ -74,7 +77,7 @@ class World:
             f"kubernetes: {{kubeconfig: '{write_kubeconfig(tmp / 'kubeconfig', kube.url)}'}}\n"
             "scaleDown: {unneededTime: 0s}\n"
             f"approval: {{mode: {mode}, allowedSigners: '{signers}'}}\n"
-            "apply: {drainTimeout: 20s}\n"
+            f"apply: {{drainTimeout: 20s, signingKey: '{tmp / 'record-key'}'}}\n"
         )
         (a_id, a_zone), (b_id, b_zone) = self.instances
         self.b_id = b_id
@@ -341,8 +344,9 @@ def test_desired_above_the_manifest_is_never_lowered(
     assert world.cli(capsys, "plan").code == 0
     world.aws.autoscaling.set_desired_capacity(AutoScalingGroupName="general", DesiredCapacity=3)
     result = world.cli(capsys, "apply")
-    assert result.code == 0, result.out + result.err
-    assert "AWS desired 3 is 1 above the manifest: not lowered" in result.out
+    assert result.code == 3, result.out + result.err  # the group did not reach the manifest: honest
+    assert "AWS desired 3 is 1 above the manifest (2): not applied, apply never lowers desired" in result.out
+    assert "the next plan proposes which instances to remove" in result.out
     assert world.desired() == 3
 
 
@@ -606,7 +610,7 @@ def test_a_pod_that_arrives_after_the_recheck_and_forbids_the_drain_is_never_evi
     world.kube.fault = arrive_while_marking
     refused = world.cli(capsys, "apply")
     assert refused.code == 3, refused.out + refused.err
-    assert "drain of node-b stopped: pod shop/pinned is annotated safe-to-evict: false" in refused.out
+    assert "no longer safe to remove (re-checked after tainting): pod shop/pinned is annotated" in refused.out
     assert world.kube.get_object("Pod", "shop", "pinned") is not None
     assert world.kube.get_object("Pod", "shop", "web-b") is not None  # nothing was evicted
     untouched(world)

@@ -6,15 +6,12 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from reconciler.demo.kube_api import FakeKubeAPI
 from reconciler.gitops.manifest import parse_manifest
-from reconciler.gitops.records import DEFAULT_APPLIER, ApplyRecord, GroupRecord, append_record
-from reconciler.gitops.repo import WorkingCopy
 from reconciler.gitops.trailers import SOURCE_EXTERNAL, Change, parse_message
 from tests.e2e.test_cli_apply import MAIN_PATH, World, pod
 from tests.fakes import k8s_objects as k
@@ -48,27 +45,13 @@ def lower_by_hand(world: World, desired: int) -> None:
     )
 
 
-def apply_adopts(world: World, desired: int, was: int) -> None:
-    """What `apply` with `apply.drift: adopt` leaves behind when it finds `desired` set by hand where
-    its last run left `was`: AWS untouched, and a record on the commit it applied whose group is
-    `adopted` at AWS's value.
-
-    Until apply's half of adopt lands, the record is written here, as apply writes it. Then this
-    becomes (pass capsys in):
-
-        world.config.write_text(world.config.read_text().replace("apply: {", "apply: {drift: adopt, "))
-        adopted = world.cli(capsys, "apply")
-        assert adopted.code == 0, adopted.out + adopted.err
-    """
-    copy = WorkingCopy(str(world.remote), world.tmp / "apply-records", DEFAULT_APPLIER)
-    copy.sync()
-    detail = (
-        f"drift: desired lowered outside the tool from {was} to {desired} since the last apply; "
-        f"apply.drift adopt: {desired} recorded as the group's capacity"
-    )
-    group = GroupRecord("general", "none", desired, desired, detail=detail, adopted=True)
-    now = datetime.now(UTC) + timedelta(seconds=1)  # after the last apply's record, to the second
-    append_record(copy, ApplyRecord(main_tip(world), now, True, (group,), cluster="prod"))
+def apply_adopts(world: World, capsys: pytest.CaptureFixture[str], desired: int, was: int) -> None:
+    """`apply` with `apply.drift: adopt` finds `desired` set by hand where its last run left `was`:
+    AWS untouched, and a record on the commit it applied whose group is `adopted` at AWS's value."""
+    world.config.write_text(world.config.read_text().replace("apply: {", "apply: {drift: adopt, "))
+    adopted = world.cli(capsys, "apply")
+    assert adopted.code == 0, adopted.out + adopted.err
+    assert f"drift: desired lowered outside the tool from {was} to {desired}" in adopted.out
 
 
 def jobs(world: World, *names: str) -> None:
@@ -90,7 +73,7 @@ def scaled_up_then_lowered_and_adopted(world: World, capsys: pytest.CaptureFixtu
     scaled_up = main_tip(world)
 
     lower_by_hand(world, 3)
-    apply_adopts(world, 3, was=4)
+    apply_adopts(world, capsys, 3, was=4)
     assert world.desired() == 3
     assert world.note()["records"][-1]["groups"][0]["adopted"] is True
     return scaled_up

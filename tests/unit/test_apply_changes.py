@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reconciler.apply.changes import Introduced, trace_removals
+from reconciler.apply.changes import Introduced, Unreadable, trace_removals
 from reconciler.gitops.manifest import GroupEntry, Manifest, Removal
 
 
@@ -45,3 +45,32 @@ def test_listed_since_the_first_commit_and_empty_targets() -> None:
     assert trace_removals(["c2", "c1"], history.get)[("a", "i-1")].commit == "c1"
     assert trace_removals(["c9"], lambda _sha: None) == {}
     assert trace_removals([], history.get) == {}
+
+
+def test_an_unreadable_manifest_hides_where_a_removal_came_from() -> None:
+    """Hole 1: the bot's P adds i-1 and breaks the manifest; a person's F fixes the broken line. F's
+    own diff cannot be shown to add i-1, so nothing is credited to F."""
+    broken = Unreadable("duplicate key 'desired'")
+    history: dict[str, Manifest | Unreadable | None] = {
+        "f": manifest(a=("i-1", "i-2")),
+        "e": manifest(a=("i-1",)),  # i-2 was added by f, readably
+        "p": broken,
+        "o": manifest(a=()),
+    }
+    found = trace_removals(["f", "e", "p", "o"], history.get)
+    assert found[("a", "i-2")] == Introduced("a", "i-2", "f")
+    assert found[("a", "i-1")] == Introduced("a", "i-1", "e", unreadable="p", why="duplicate key 'desired'")
+
+
+def test_a_broken_commit_older_than_the_addition_does_not_matter() -> None:
+    history: dict[str, Manifest | Unreadable | None] = {
+        "c": manifest(a=("i-1",)),
+        "b": manifest(a=()),
+        "a": Unreadable("bad"),
+    }
+    assert trace_removals(["c", "b", "a"], history.get)[("a", "i-1")] == Introduced("a", "i-1", "c")
+
+
+def test_a_commit_without_a_manifest_lists_nothing() -> None:
+    history: dict[str, Manifest | Unreadable | None] = {"c": manifest(a=("i-1",)), "b": None}
+    assert trace_removals(["c", "b"], history.get)[("a", "i-1")] == Introduced("a", "i-1", "c")

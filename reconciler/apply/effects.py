@@ -1,0 +1,60 @@
+"""The seams through which apply changes or looks again at anything (AWS, the cluster, the gate,
+the Lease, the records), so reconciler/apply/ holds the decisions and tests can watch them against
+moto and the fake Kubernetes API."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from reconciler.inventory import Inventory
+
+
+class Actuator(Protocol):
+    def raise_desired(self, name: str, expected: int, desired: int) -> object: ...
+    def terminate(self, name: str, instance_id: str) -> object: ...
+
+
+class Drainer(Protocol):
+    def mark(self, node: str, commit: str, *, instance: str | None = None) -> None: ...
+    def drain(
+        self,
+        node: str,
+        *,
+        vet: Callable[[Sequence[Mapping[str, Any]]], str | None] | None = None,
+        check: Callable[[], None] | None = None,
+        instance: str | None = None,
+    ) -> DrainOutcome: ...
+    def unmark(self, node: str) -> None: ...
+    def marked(self) -> dict[str, str]: ...
+    def remaining(self, node: str) -> list[dict[str, Any]]: ...
+    def instance_of(self, node: str) -> str | None: ...
+
+
+class DrainOutcome(Protocol):
+    @property
+    def complete(self) -> bool: ...
+    @property
+    def reason(self) -> str: ...
+
+
+class Gate(Protocol):
+    def approves(self, commit: str) -> tuple[bool, str]: ...
+
+
+@dataclass(frozen=True)
+class Effects:
+    """The seams through which a run changes or looks again at anything.
+
+    `guard` runs before every change (the Lease check: raises when another apply took over);
+    `observe` gives the cluster and the ASGs as they are now (the re-checks before each batch);
+    `intend` records that an instance is about to be terminated, before the call (write-ahead).
+    """
+
+    actuator: Actuator
+    drainer: Drainer
+    gate: Gate
+    guard: Callable[[], None] = lambda: None
+    observe: Callable[[], Inventory] | None = None
+    intend: Callable[[str, str, int, int], None] = lambda group, instance, before, after: None

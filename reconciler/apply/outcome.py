@@ -1,0 +1,114 @@
+"""What an apply run did, group by group, and the exit code that says it (DESIGN §5.1)."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+SCALE_UP, SCALE_DOWN, NONE, REFUSED, FAILED = "scale-up", "scale-down", "none", "refused", "failed"
+
+
+@dataclass(frozen=True)
+class GroupOutcome:
+    name: str
+    action: str  # scale-up | scale-down | none | refused | failed
+    desired_before: int
+    desired_after: int
+    terminated: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    adopted: bool = False  # apply.drift adopt: desired_after is the value changed outside the tool
+
+
+@dataclass(frozen=True)
+class ApplyReport:
+    commit: str
+    dry_run: bool
+    groups: tuple[GroupOutcome, ...]
+    warnings: tuple[str, ...] = ()
+    given_back: tuple[str, ...] = ()  # nodes whose drain taint this run removed, with why
+    stuck: tuple[str, ...] = ()  # nodes still carrying the drain taint because removing it failed
+
+    @property
+    def exit_code(self) -> int:
+        """DESIGN §5.1: 1 if any group failed (or a node could not be given back), else 3 if any was
+        refused, else 0."""
+        actions = {g.action for g in self.groups}
+        return 1 if FAILED in actions or self.stuck else 3 if REFUSED in actions else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "commit": self.commit,
+            "dryRun": self.dry_run,
+            "nodeGroups": [
+                {
+                    "name": g.name,
+                    "action": g.action,
+                    "desiredBefore": g.desired_before,
+                    "desiredAfter": g.desired_after,
+                    "terminated": list(g.terminated),
+                    "notes": list(g.notes),
+                    "adopted": g.adopted,
+                }
+                for g in self.groups
+            ],
+            "givenBack": list(self.given_back),
+            "stuck": list(self.stuck),
+            "warnings": list(self.warnings),
+        }
+
+
+@dataclass
+class GroupRun:
+    """One group's run: what it did so far, what it noted, whether something refused or failed."""
+
+    name: str
+    before: int
+    after: int
+    action: str = NONE
+    terminated: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    refused: bool = False
+    failed: bool = False
+    adopted: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def did(self, action: str, note: str = "") -> None:
+        with self._lock:
+            if self.action == NONE:
+                self.action = action
+            if note:
+                self.notes.append(note)
+
+    def terminated_one(self, instance: str, note: str) -> None:
+        """An instance terminated with decrement: desired is one lower (drains finish in threads)."""
+        with self._lock:
+            self.after -= 1
+            self.terminated.append(instance)
+        self.did(SCALE_DOWN, note)
+
+    def note(self, note: str) -> None:
+        with self._lock:
+            self.notes.append(note)
+
+    def refuse(self, note: str) -> None:
+        with self._lock:
+            self.refused = True
+            self.notes.append(note)
+
+    def fail(self, note: str) -> None:
+        with self._lock:
+            self.failed = True
+            self.notes.append(note)
+
+    def outcome(self) -> GroupOutcome:
+        action = FAILED if self.failed else REFUSED if self.refused else self.action
+        return GroupOutcome(
+            self.name,
+            action,
+            self.before,
+            self.after,
+            tuple(self.terminated),
+            tuple(self.notes),
+            self.adopted,
+        )

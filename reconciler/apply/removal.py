@@ -1,0 +1,262 @@
+"""Removing approved instances, in batches of `apply.maxParallelDrains` (DESIGN §3 rules 2, 5, 6).
+
+The order for each batch closes the races an unattended apply meets:
+  1. taint the nodes (checking, on the same guarded read, that each still is the approved instance),
+     so nothing new is scheduled onto them from here on;
+  2. observe the cluster again and re-run the planner on that state (rule 5), so the verdict is newer
+     than the taint and than every earlier drain of this run; a node that fails is given back;
+  3. drain, in parallel; a pod the re-check did not see (it arrived after) stops the drain before
+     it is evicted, and so does the node no longer being the approved instance;
+  4. one at a time, right before terminating: nothing left on the node, the node still the approved
+     instance, the intent recorded (write-ahead, so a rerun can tell its own half-done work from
+     someone else's), the Lease ours.
+Anything that goes wrong after the taint gives the node back; so does an interruption (SIGTERM).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Any
+
+from reconciler.apply.effects import Effects
+from reconciler.apply.inputs import ApplyInputs
+from reconciler.apply.outcome import GroupRun
+from reconciler.apply.recheck import approved_verdicts
+from reconciler.errors import OperationError, ReconcilerError, RefusedError
+from reconciler.gitops.plan_edits import committed_groups
+from reconciler.inventory import GroupInventory, Inventory
+from reconciler.kube.parse import ObjectReader
+from reconciler.model import NodeGroup
+from reconciler.planning.drainability import BLOCKS, DrainContext, PdbBudget, drain_verdict
+
+IN_SERVICE = "InService"
+
+
+@dataclass
+class Removal:
+    """One approved instance on its way out, across the steps of its batch."""
+
+    run: GroupRun
+    group: NodeGroup
+    instance: str
+    node: str | None
+    marked: bool = False
+    known_pods: frozenset[str] = frozenset()  # uids on the node when the re-check judged it
+    done: bool = False  # refused, failed or terminated: nothing more to do
+
+    def refuse(self, why: str) -> None:
+        self.run.refuse(f"{self.instance}: {why}")
+        self.done = True
+
+    def fail(self, why: str) -> None:
+        self.run.fail(f"{self.instance}: {why}")
+        self.done = True
+
+
+def remove_all(
+    inputs: ApplyInputs, removals: Sequence[Removal], effects: Effects, terminated_nodes: set[str]
+) -> None:
+    stopping = threading.Event()
+
+    def guard() -> None:
+        if stopping.is_set():
+            raise OperationError("apply is stopping (interrupted)")
+        effects.guard()
+
+    watched = replace(effects, guard=guard)
+    size = inputs.config.apply.max_parallel_drains
+    for start in range(0, len(removals), size):
+        batch = list(removals[start : start + size])
+        try:
+            _remove_batch(inputs, batch, watched, terminated_nodes, stopping)
+        except BaseException:
+            stopping.set()
+            for removal in batch:  # interrupted (SIGTERM, Ctrl-C): what was marked goes back
+                if removal.marked and not removal.done:
+                    removal.fail(f"interrupted{_give_back(effects, removal)}")
+            raise
+
+
+def _remove_batch(
+    inputs: ApplyInputs,
+    batch: list[Removal],
+    effects: Effects,
+    terminated_nodes: set[str],
+    stopping: threading.Event,
+) -> None:
+    # 1. taint: from here on nothing new is scheduled onto these nodes
+    for removal in batch:
+        if removal.node is None:
+            continue
+        try:
+            effects.guard()
+            effects.drainer.mark(removal.node, inputs.commit, instance=removal.instance)
+            removal.marked = True
+        except RefusedError as exc:
+            removal.refuse(str(exc))
+        except ReconcilerError as exc:
+            removal.fail(f"{exc}{_give_back(effects, removal)}")
+    # 2. the re-check on state observed after the taints (and after every earlier drain of this run)
+    _recheck_fresh(inputs, [r for r in batch if not r.done], effects)
+    # 3. drain, in parallel (bounded by the batch, apply.maxParallelDrains)
+    draining = [r for r in batch if not r.done and r.node is not None]
+    if len(draining) == 1:
+        _drain(inputs, draining[0], effects)
+    elif draining:
+        pool = ThreadPoolExecutor(max_workers=len(draining), thread_name_prefix="drain")
+        try:
+            for future in [pool.submit(_drain, inputs, r, effects) for r in draining]:
+                future.result()
+        except BaseException:
+            stopping.set()  # the drains stop at their next look and give their nodes back
+            raise
+        finally:
+            pool.shutdown(wait=True)
+    # 4. terminate, one at a time
+    for removal in batch:
+        if not removal.done:
+            _terminate(removal, effects, terminated_nodes)
+
+
+def _recheck_fresh(inputs: ApplyInputs, batch: list[Removal], effects: Effects) -> None:
+    if not batch:
+        return
+    if effects.observe is None:
+        raise OperationError("apply needs a way to observe the cluster again before draining")
+    try:
+        fresh = effects.observe()
+    except ReconcilerError as exc:
+        for removal in batch:
+            removal.fail(
+                f"could not observe the cluster again before draining: {exc}{_give_back(effects, removal)}"
+            )
+        return
+    committed = committed_groups(inputs.manifest)
+    groups = {g.name: g for g in fresh.groups}
+    verdicts = approved_verdicts(
+        inputs.config, inputs.now, fresh, committed, only=[r.instance for r in batch]
+    )
+    for removal in batch:
+        why = _fresh_problem(fresh, groups, removal, verdicts)
+        if why:
+            removal.refuse(f"{why}{_give_back(effects, removal)}")
+            continue
+        if removal.node is not None:
+            removal.known_pods = frozenset(p.uid or p.key for p in fresh.pods_by_node.get(removal.node, ()))
+
+
+def _fresh_problem(
+    fresh: Inventory,
+    groups: Mapping[str, GroupInventory],
+    removal: Removal,
+    verdicts: Mapping[str, str | None],
+) -> str:
+    inventory = groups.get(removal.group.name)
+    if inventory is None:
+        return f"asg {removal.group.name} is no longer a node group of the cluster"
+    state = next(
+        (i.lifecycle_state for i in inventory.group.instances if i.instance_id == removal.instance), ""
+    )
+    if state != IN_SERVICE:
+        return f"is {state or 'no longer in the group'} now; only in-service instances are drained"
+    node = next((n.name for n in inventory.nodes if n.instance_id == removal.instance), None)
+    if node != removal.node:
+        now = f"node {node}" if node else "no node"
+        then = removal.node or "no node"
+        return f"its node changed since it was judged ({then} then, {now} now); not removed this run"
+    if removal.instance not in verdicts:
+        return "no longer an approved removal in its ASG"
+    verdict = verdicts[removal.instance]
+    return f"no longer safe to remove (re-checked after tainting): {verdict}" if verdict else ""
+
+
+def _drain(inputs: ApplyInputs, removal: Removal, effects: Effects) -> None:
+    assert removal.node is not None
+    late = _LatePods(inputs, removal.known_pods)
+    try:
+        result = effects.drainer.drain(
+            removal.node, vet=late.vet, check=effects.guard, instance=removal.instance
+        )
+        if not result.complete:
+            if late.refusal is not None:  # a safety rule, not a failure
+                raise RefusedError(f"drain of {removal.node} stopped: {late.refusal}")
+            raise OperationError(f"drain of {removal.node} did not finish: {result.reason}")
+    except RefusedError as exc:
+        removal.refuse(f"{exc}{_give_back(effects, removal)}")
+    except ReconcilerError as exc:
+        removal.fail(f"{exc}{_give_back(effects, removal)}")
+
+
+def _terminate(removal: Removal, effects: Effects, terminated_nodes: set[str]) -> None:
+    run, node = removal.run, removal.node
+    try:
+        effects.guard()
+        if node is not None:
+            left = effects.drainer.remaining(node)
+            if left:
+                names = ", ".join(_pod_name(p) for p in left[:5])
+                raise RefusedError(f"not terminated: pods landed on {node} after its drain ({names})")
+            owner = effects.drainer.instance_of(node)
+            if owner is not None and owner != removal.instance:
+                raise RefusedError(f"not terminated: node {node} now belongs to {owner or 'no instance'}")
+        effects.intend(run.name, removal.instance, run.after, run.after - 1)
+        effects.guard()
+        effects.actuator.terminate(run.name, removal.instance)
+    except RefusedError as exc:
+        removal.refuse(f"{exc}{_give_back(effects, removal)}")
+        return
+    except ReconcilerError as exc:
+        removal.fail(f"{exc}{_give_back(effects, removal)}")
+        return
+    removal.done = True
+    if node is not None:
+        terminated_nodes.add(node)
+    instance = removal.instance
+    run.terminated_one(
+        instance, f"drained {node} and terminated {instance}" if node else f"terminated {instance} (no node)"
+    )
+
+
+def _give_back(effects: Effects, removal: Removal) -> str:
+    """Take our taint off a node whose removal did not happen, so it serves again."""
+    if not removal.marked or removal.node is None:
+        return ""
+    removal.marked = False
+    try:
+        effects.drainer.unmark(removal.node)
+    except ReconcilerError as exc:
+        return f"; node {removal.node} still carries the drain taint ({exc}): the next apply gives it back"
+    return f"; node {removal.node} given back"
+
+
+def _pod_name(pod: Mapping[str, Any]) -> str:
+    meta = pod.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+class _LatePods:
+    """What a drain may evict: only pods the fresh re-check saw on the node (a pod that arrived after
+    it was never judged: it stops the drain before it is evicted), and none that the drain rules
+    forbid now (an annotation such as safe-to-evict: "false" added after the re-check)."""
+
+    def __init__(self, inputs: ApplyInputs, known: frozenset[str]) -> None:
+        self.reader = ObjectReader()
+        self.known = known
+        pdbs = PdbBudget(inputs.inventory.state.pdbs)
+        self.context = DrainContext(inputs.config.scale_down, inputs.now, pdbs.has_pdb)
+        self.refusal: str | None = None
+
+    def vet(self, raw_pods: Sequence[Mapping[str, Any]]) -> str | None:
+        for raw in raw_pods:
+            pod = self.reader.pod(raw)
+            if (pod.uid or pod.key) not in self.known:
+                self.refusal = f"pod {pod.key} arrived after the re-check (the next apply judges it)"
+                return self.refusal
+            verdict = drain_verdict(pod, self.context)
+            if verdict.outcome == BLOCKS:
+                self.refusal = f"{verdict.reason} (since the re-check)"
+                return self.refusal
+        return None

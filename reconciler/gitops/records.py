@@ -498,8 +498,11 @@ def history_entries(log_record: LogRecord, *, verifier: Verifier | None = None) 
     for warning in warnings:
         _log.warning("%s", warning)
     entries = []
+    finished = {s.record.run for s in found if s.record.phase == "done" and s.record.run}
     for stored in found:
         record = stored.record
+        if record.phase == "intent" and record.run in finished:
+            continue  # its run recorded the result too: one event, shown once
         unverified = ""
         if verifier and stored.signed_by(verifier) is None:
             unverified = " (unverified: not signed by a key in apply.recordSigners)"
@@ -508,7 +511,7 @@ def history_entries(log_record: LogRecord, *, verifier: Verifier | None = None) 
                 continue  # a group apply found in sync: not an event of its history
             reason = f"{g.action}: {g.detail}" if g.detail else g.action
             if record.phase == "intent":
-                reason += " (intent recorded before the termination)"
+                reason += " (the run stopped before recording its result)"
             elif not record.complete:
                 reason += " (partial apply)"
             up, down = g.desired_after > g.desired_before, g.desired_after < g.desired_before

@@ -375,5 +375,5 @@ def test_history_marks_records_that_do_not_verify(history: tuple[Notes, str]) ->
     assert [e.reason for e in history_entries(log, verifier=Verifier())] == ["scale-down", "scale-up"]
     log3 = log._replace(sha=C3, note=notes.notes[C3])
     assert history_entries(log3, verifier=TRUSTED)[0].reason.endswith(
-        "(intent recorded before the termination)"
+        "(the run stopped before recording its result)"  # an intent whose run recorded no result
     )

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from reconciler.errors import UserError
 from reconciler.gitops.manifest import parse_manifest
 from reconciler.gitops.manifest_edit import ManifestEditor
-from reconciler.gitops.records import ApplyRecord, GroupRecord
+from reconciler.gitops.records import ApplyRecord, GroupRecord, last_desired
 from reconciler.gitops.trailers import SOURCE_EXTERNAL, CapacityMessage, Change, Reason, build_message
 from reconciler.model import NodeGroup
 from reconciler.planning.baseline import baseline
@@ -84,21 +84,7 @@ def left_before(
 ) -> dict[str, int]:
     """Each group's desired as the applies before `record` left it: where AWS was before someone
     changed it."""
-    older = sorted(
-        (
-            r
-            for found in records.values()
-            for r in found
-            if r.cluster == cluster and r.applied_at < record.applied_at
-        ),
-        key=lambda r: r.applied_at,
-        reverse=True,
-    )
-    left: dict[str, int] = {}
-    for r in older:
-        for g in r.groups:
-            left.setdefault(g.name, g.desired_after)
-    return left
+    return last_desired(records, cluster, before=record.applied_at)
 
 
 def intended(group: NodeGroup, committed: CommittedGroup) -> int:

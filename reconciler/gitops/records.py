@@ -472,11 +472,18 @@ def last_scale_up(
     return latest
 
 
-def last_desired(records: Mapping[str, Sequence[ApplyRecord]], cluster: str) -> dict[str, int]:
-    """Each group's DesiredCapacity as the newest apply of this cluster left it: a different value in
-    AWS now was set by someone else (drift, DESIGN §3.7)."""
+def last_desired(
+    records: Mapping[str, Sequence[ApplyRecord]], cluster: str, *, before: datetime | None = None
+) -> dict[str, int]:
+    """Each group's DesiredCapacity as the newest apply of this cluster (or the newest before
+    `before`) left it: a different value in AWS now was set by someone else (drift, DESIGN §3.7)."""
     newest_first = sorted(
-        (r for found in records.values() for r in found if r.cluster == cluster),
+        (
+            r
+            for found in records.values()
+            for r in found
+            if r.cluster == cluster and (before is None or r.applied_at < before)
+        ),
         key=lambda r: r.applied_at,
         reverse=True,
     )

@@ -116,13 +116,6 @@ def pod(name: str, node: str, cpu: str) -> dict[str, Any]:
     )
 
 
-@pytest.fixture
-def world(
-    aws: MotoAws, kube_api: FakeKubeAPI, bare_remote: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> World:
-    return World(aws, kube_api, bare_remote, tmp_path, monkeypatch)
-
-
 def test_signed_approval_drains_and_terminates_exactly_the_named_instance(
     world: World, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
 from botocore.awsrequest import AWSResponse
 
 from reconciler.aws import clients as aws_clients_module
-from reconciler.demo.kube_api import FakeKubeAPI
 from reconciler.model import OWN_DRAIN_TAINT
 from tests.e2e.test_cli_apply import (
     MAIN_PATH,
@@ -29,17 +27,10 @@ from tests.e2e.test_cli_apply import (
     untouched,
 )
 from tests.fakes import k8s_objects as k
-from tests.fixtures_aws import MotoAws, _Body, query_error
+from tests.fixtures_aws import _Body, query_error
 from tests.fixtures_git import BOB, git, needs_ssh_keygen
 
 pytestmark = needs_ssh_keygen
-
-
-@pytest.fixture
-def world(
-    aws: MotoAws, kube_api: FakeKubeAPI, bare_remote: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> World:
-    return World(aws, kube_api, bare_remote, tmp_path, monkeypatch)
 
 
 def taints(world: World, node: str) -> list[dict[str, Any]]:
@@ -61,6 +52,20 @@ def without_b(world: World) -> str:
     """The manifest on main with node b's removal withdrawn."""
     listed = manifest_on_main(world)
     return listed.replace(f"      - {world.b_id}", "").replace("removeInstances:\n", "removeInstances: []\n")
+
+
+def replayed(world: World, capsys: pytest.CaptureFixture[str]) -> tuple[str, str]:
+    """Alice approves b (signed merge M); the bot withdraws it (W) and apply applies W; the bot then
+    fast-forwards main to Z, with M's tree and parents [M, W]. Returns (W, Z)."""
+    approved(world, capsys)
+    merge = git("rev-parse", "main", cwd=world.remote).strip()
+    BOB.commit(world.remote, "main", {MAIN_PATH: without_b(world)}, "withdraw b")
+    assert world.cli(capsys, "apply").code == 0  # W applied: nothing removed
+    w = git("rev-parse", "main", cwd=world.remote).strip()
+    tree = f"{merge}^{{tree}}"
+    z = git("commit-tree", tree, "-p", merge, "-p", w, "-m", "replay", cwd=world.remote, env=BOB.env())
+    git("update-ref", "refs/heads/main", z.strip(), w, cwd=world.remote)  # a fast-forward from W
+    return w, z.strip()
 
 
 # ------------------------------------------------------------------- hole 1: an unreadable manifest
@@ -105,25 +110,7 @@ def test_a_fast_forward_that_skips_the_last_applied_commit_is_refused(
 ) -> None:
     """Alice approves b (signed merge M); the bot withdraws it (W) and apply applies W. The bot then
     pushes Z with M's tree and parents [M, W]: a fast-forward whose first-parent chain skips W."""
-    approved(world, capsys)
-    merge = git("rev-parse", "main", cwd=world.remote).strip()
-    withdrawn = without_b(world)
-    BOB.commit(world.remote, "main", {MAIN_PATH: withdrawn}, "withdraw b")
-    assert world.cli(capsys, "apply").code == 0  # W applied: nothing removed
-    w = git("rev-parse", "main", cwd=world.remote).strip()
-    z = git(
-        "commit-tree",
-        f"{merge}^{{tree}}",
-        "-p",
-        merge,
-        "-p",
-        w,
-        "-m",
-        "replay",
-        cwd=world.remote,
-        env=BOB.env(),
-    ).strip()
-    git("update-ref", "refs/heads/main", z, w, cwd=world.remote)  # a fast-forward from W
+    w, _z = replayed(world, capsys)
     refused = world.cli(capsys, "apply")
     assert refused.code == 3, refused.out + refused.err
     assert f"the last applied commit {w[:12]} is not on the first-parent history" in refused.err
@@ -135,25 +122,7 @@ def test_deleting_the_records_does_not_make_the_replay_work(
 ) -> None:
     """Hole 6 meets hole 2: the bot also deletes refs/notes/asg-reconciler. Apply's anchor (on its
     own Lease) says a record is missing: removals are refused."""
-    approved(world, capsys)
-    merge = git("rev-parse", "main", cwd=world.remote).strip()
-    withdrawn = without_b(world)
-    BOB.commit(world.remote, "main", {MAIN_PATH: withdrawn}, "withdraw b")
-    assert world.cli(capsys, "apply").code == 0
-    w = git("rev-parse", "main", cwd=world.remote).strip()
-    z = git(
-        "commit-tree",
-        f"{merge}^{{tree}}",
-        "-p",
-        merge,
-        "-p",
-        w,
-        "-m",
-        "replay",
-        cwd=world.remote,
-        env=BOB.env(),
-    ).strip()
-    git("update-ref", "refs/heads/main", z, w, cwd=world.remote)
+    replayed(world, capsys)
     git("update-ref", "-d", NOTES, cwd=world.remote)  # the bot deletes apply's records
     refused = world.cli(capsys, "apply")
     assert refused.code == 3, refused.out + refused.err
@@ -165,25 +134,7 @@ def test_a_forged_record_does_not_move_the_last_applied_commit(
     world: World, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The bot appends an unsigned record claiming Z was applied: it counts for nothing."""
-    approved(world, capsys)
-    merge = git("rev-parse", "main", cwd=world.remote).strip()
-    withdrawn = without_b(world)
-    BOB.commit(world.remote, "main", {MAIN_PATH: withdrawn}, "withdraw b")
-    assert world.cli(capsys, "apply").code == 0
-    w = git("rev-parse", "main", cwd=world.remote).strip()
-    z = git(
-        "commit-tree",
-        f"{merge}^{{tree}}",
-        "-p",
-        merge,
-        "-p",
-        w,
-        "-m",
-        "replay",
-        cwd=world.remote,
-        env=BOB.env(),
-    ).strip()
-    git("update-ref", "refs/heads/main", z, w, cwd=world.remote)
+    _w, z = replayed(world, capsys)
     forged = {
         "records": [
             {
@@ -560,3 +511,69 @@ def test_a_throttling_storm_and_api_errors_do_not_break_the_promises(
     again = world.cli(capsys, "apply")
     assert again.code == 0, again.out + again.err
     assert world.desired() == 1
+
+
+# ------------------------------------------------------------------ parallel drains, capped grace
+
+
+def test_parallel_drains_taint_and_recheck_the_batch_then_drain_at_once(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """apply.maxParallelDrains 2: both nodes are tainted before the re-check and before any eviction,
+    both drains run together, and each eviction's grace period is capped by apply.maxGracePeriod."""
+    world.config.write_text(
+        world.config.read_text().replace(
+            "drainTimeout: 20s", "drainTimeout: 20s, maxParallelDrains: 2, maxGracePeriod: 5s"
+        )
+    )
+    world.aws.autoscaling.update_auto_scaling_group(AutoScalingGroupName="general", DesiredCapacity=3)
+    described = world.aws.autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=["general"])
+    third = next(
+        i
+        for i in described["AutoScalingGroups"][0]["Instances"]
+        if i["InstanceId"] not in dict(world.instances)
+    )
+    c_id = third["InstanceId"]
+    world.kube.put(
+        k.node(
+            "node-c",
+            instance_id=c_id,
+            zone=third["AvailabilityZone"],
+            instance_type="t3.small",
+            allocatable={"cpu": "1930m", "memory": "1471840Ki", "pods": "11"},
+        )
+    )
+    slow = pod("web-c", "node-c", "100m")
+    slow["spec"]["terminationGracePeriodSeconds"] = 600
+    world.kube.put(slow)
+    world.kube.pod_termination_seconds = 1.0
+    assert world.cli(capsys, "plan").code == 0
+    both = manifest_on_main(world).replace(
+        "removeInstances: []", f"removeInstances:\n      - {world.b_id}\n      - {c_id}"
+    )
+    if both == manifest_on_main(world):  # the plan already proposed them: approve its proposal
+        approved(world, capsys)
+    else:
+        signed_commit(world, both, "remove b and c")
+    world.kube.requests.clear()
+    result = world.cli(capsys, "apply")
+    assert result.code == 0, result.out + result.err
+    assert world.desired() == 1 and not ({world.b_id, c_id} & world.in_service())
+    seen = [(r.method, r.path) for r in world.kube.requests]
+    marks = [
+        i
+        for i, (m, p) in enumerate(seen)
+        if m == "PATCH" and p in ("/api/v1/nodes/node-b", "/api/v1/nodes/node-c")
+    ]
+    evictions = [i for i, (m, p) in enumerate(seen) if m == "POST" and p.endswith("/eviction")]
+    pod_lists = [i for i, (m, p) in enumerate(seen) if m == "GET" and p == "/api/v1/pods"]
+    assert len(marks) >= 2 and len(evictions) == 2
+    assert max(marks[:2]) < min(evictions)  # the whole batch tainted first
+    assert any(max(marks[:2]) < i < min(evictions) for i in pod_lists)  # re-checked after the taints
+    bodies = {
+        r.path: r.json() for r in world.kube.requests if r.method == "POST" and r.path.endswith("/eviction")
+    }
+    grace = {
+        path.split("/")[-2]: body["deleteOptions"]["gracePeriodSeconds"] for path, body in bodies.items()
+    }
+    assert grace["web-c"] == 5 and grace["web-b"] == 5

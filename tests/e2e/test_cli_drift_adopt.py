@@ -6,26 +6,16 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
-from reconciler.demo.kube_api import FakeKubeAPI
 from reconciler.gitops.manifest import parse_manifest
 from reconciler.gitops.trailers import SOURCE_EXTERNAL, Change, parse_message
 from tests.e2e.test_cli_apply import MAIN_PATH, World, pod
 from tests.fakes import k8s_objects as k
-from tests.fixtures_aws import MotoAws
 from tests.fixtures_git import git, needs_ssh_keygen
 
 pytestmark = needs_ssh_keygen
-
-
-@pytest.fixture
-def world(
-    aws: MotoAws, kube_api: FakeKubeAPI, bare_remote: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> World:
-    return World(aws, kube_api, bare_remote, tmp_path, monkeypatch)
 
 
 def main_tip(world: World) -> str:

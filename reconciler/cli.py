@@ -142,6 +142,27 @@ def approve(config_file: str | None, proposal: str, expect: str | None) -> None:
 
 @cli.command()
 @_config_option
+@click.option("--node-group", metavar="NAME", help="Only this node group (default: the whole cluster).")
+@click.option("--reason", default="", metavar="TEXT", help="Why, shown by apply and status.")
+def suspend(config_file: str | None, node_group: str | None, reason: str) -> None:
+    """The kill switch: stop apply's AWS and drain writes (ConfigMap asg-reconciler-control)."""
+    from reconciler.runtime.control_stage import switch_once
+
+    click.echo(switch_once(_load(config_file), suspend=True, group=node_group, reason=reason))
+
+
+@cli.command()
+@_config_option
+@click.option("--node-group", metavar="NAME", help="Only this node group (default: the whole cluster).")
+def resume(config_file: str | None, node_group: str | None) -> None:
+    """Release the kill switch that `suspend` pulled."""
+    from reconciler.runtime.control_stage import switch_once
+
+    click.echo(switch_once(_load(config_file), suspend=False, group=node_group, reason=""))
+
+
+@cli.command()
+@_config_option
 @_output_option("table", "json", "yaml", "csv")
 @click.option("--node-group", metavar="NAME", help="Only this group's entries.")
 @click.option("--since", metavar="WHEN", help="A date, an ISO time, or a duration ago such as 24h or 7d.")

@@ -109,6 +109,7 @@ class ApplyConfig:
     allow_az_rebalance: bool = False
     signing_key: str = "/etc/asg-reconciler/record-key"  # apply's own key: signs its records
     record_signers: str = ""  # public keys whose records readers trust (apply trusts its own too)
+    suspend: bool = False  # the kill switch in apply's own config (docs/apply.md "Kill switch")
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,7 @@ class RunConfig:
     interval: timedelta = timedelta(seconds=30)
     apply_poll_interval: timedelta = timedelta(seconds=10)
     metrics_address: str = ":8085"
+    namespace: str = ""  # "": the pod's own namespace, else kube-system
 
 
 @dataclass(frozen=True)
@@ -283,12 +285,14 @@ def _build(data: dict[str, Any], label: str) -> Config:
             allow_az_rebalance=apply["allowAZRebalance"],
             signing_key=apply["signingKey"],
             record_signers=apply["recordSigners"],
+            suspend=apply["suspend"],
         ),
         run=RunConfig(
             tuple(run["stages"]),
             _duration(run["interval"]),
             _duration(run["applyPollInterval"]),
             run["metricsAddress"],
+            run["namespace"],
         ),
         kubernetes=KubernetesConfig(kube.get("kubeconfig", ""), kube.get("context", ""), kube["pageSize"]),
         node_templates=NodeTemplatesConfig(

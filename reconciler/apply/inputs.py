@@ -28,5 +28,7 @@ class ApplyInputs:
     # group -> a desired set outside the tool that an earlier run adopted (apply.drift adopt), while
     # main has not changed the group since that run's commit
     held: Mapping[str, int] = field(default_factory=dict)
+    # group -> why the kill switch suspends it (the control ConfigMap): refused, nothing changes
+    suspended: Mapping[str, str] = field(default_factory=dict)
     # why apply's own records cannot be trusted now (DESIGN §3 rule 4): removals are refused
     records_problems: tuple[str, ...] = ()

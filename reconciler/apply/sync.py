@@ -92,6 +92,8 @@ def _sync_group(
 ) -> list[Removal]:
     """Raise the group if main says so; return the removals that passed every gate, in order."""
     group = inventory.group
+    if group.name in inputs.suspended:
+        raise RefusedError(inputs.suspended[group.name])
     if group.has_scaling_policies:
         raise RefusedError("the ASG has scaling policies: another writer changes its desired capacity")
     if group.has_instance_refresh:
@@ -102,8 +104,8 @@ def _sync_group(
     if base.manual_decrease and not run.adopted:
         run.refuse(
             f"AWS desired {group.desired} is {base.manual_decrease} above the manifest "
-            f"({group.desired - base.manual_decrease}): not applied, apply never lowers desired "
-            "(rule 2); the next plan proposes which instances to remove"
+            f"({group.desired - base.manual_decrease}): not applied; the next plan proposes which "
+            "instances to remove (apply never lowers desired by a number, rule 2)"
         )
     if intended > group.desired:
         _raise(inputs, group, intended, run, effects)

@@ -9,7 +9,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.config.config_exception import ConfigException
 
-from reconciler.config import KubernetesConfig
+from reconciler.config import Config, KubernetesConfig
 from reconciler.errors import UserError
 
 
@@ -36,3 +36,16 @@ def api_client(settings: KubernetesConfig, *, parallel: int = 1) -> k8s.ApiClien
     configuration.retries = 3
     configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize, parallel + 4)
     return k8s.ApiClient(configuration)
+
+
+_SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+def run_namespace(config: Config, service_account: str = _SERVICE_ACCOUNT_NAMESPACE) -> str:
+    """`run.namespace`, else the namespace of the pod we run in, else kube-system."""
+    if config.run.namespace:
+        return config.run.namespace
+    try:
+        return open(service_account, encoding="utf-8").read().strip() or "kube-system"
+    except OSError:
+        return "kube-system"

@@ -48,7 +48,8 @@ from reconciler.gitops.records import (
     record_digest,
 )
 from reconciler.gitops.repo import REMOTE, WorkingCopy
-from reconciler.kube.client import api_client
+from reconciler.kube.client import api_client, run_namespace
+from reconciler.kube.control import Control, ControlMap, merged, suspended_by_config
 from reconciler.kube.drain import NodeDrainer
 from reconciler.kube.lease import ApplyLease
 from reconciler.runtime.plan_stage import read_manifest, working_copy
@@ -148,6 +149,9 @@ def _apply(
     dry_run: bool,
     ref: str | None,
 ) -> ApplyRun:
+    switch = _Switch(config, kube)
+    control = switch.read()
+    control.refuse_if_suspended()  # the kill switch: nothing is read further, nothing changes
     copy = working_copy(config)
     keys = RecordKeys(config)
     copy.fetch_notes(NOTES_REF)
@@ -194,6 +198,7 @@ def _apply(
             (g.name, i) for record in trust.open_intents() for g in record.groups for i in g.terminated
         ),
         records_problems=trust.problems,
+        suspended={name: why.describe(f"{name} is") for name, why in control.groups.items()},
         held=_held(trust, chain, manifest_at),
     )
     drainer = NodeDrainer(
@@ -210,7 +215,7 @@ def _apply(
         actuator,
         drainer,
         gate,
-        guard=lease.check,
+        guard=lambda: switch.guard(lease),
         observe=lambda: observe(config, None, now),
         intend=recorder.intent,
     )
@@ -244,6 +249,23 @@ def _held(
             if then is not None and all(desired(sha, g.name) == then for sha in newer):
                 held[g.name] = g.desired_after
     return held
+
+
+class _Switch:
+    """The kill switch as it is now: `apply.suspend` in this config, and the control ConfigMap."""
+
+    def __init__(self, config: Config, kube: k8s.ApiClient) -> None:
+        self.config = config
+        self.map = ControlMap(kube, run_namespace(config))
+
+    def read(self) -> Control:
+        own = suspended_by_config(self.config.apply.suspend, self.config.source or "the config")
+        return merged(own, self.map.read())
+
+    def guard(self, lease: ApplyLease) -> None:
+        """Before every change: the Lease still ours, and nobody pulled the switch meanwhile."""
+        lease.check()
+        self.read().refuse_if_suspended()
 
 
 class RecordKeys:

@@ -7,11 +7,14 @@ cluster read still fails as it does everywhere else.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
 from reconciler.config import Config
 from reconciler.errors import ReconcilerError
+from reconciler.kube.client import api_client, run_namespace
+from reconciler.kube.control import ControlMap, merged, suspended_by_config
 from reconciler.runtime.plan_stage import committed_on_main
 from reconciler.status import StatusReport, build_status
 from reconciler.world import observe
@@ -25,4 +28,21 @@ def status_once(config: Config, snapshot: Path | None, now: datetime) -> StatusR
         except ReconcilerError as exc:
             error = str(exc)
     inventory = observe(config, snapshot, now)
-    return build_status(config.cluster, inventory, committed, label, error, last_applied=applied)
+    report = build_status(config.cluster, inventory, committed, label, error, last_applied=applied)
+    if snapshot is not None:
+        return report  # a dump says nothing about the kill switch now
+    return replace(report, warnings=report.warnings + tuple(_switch(config)))
+
+
+def _switch(config: Config) -> list[str]:
+    """The kill switch, as apply would find it now."""
+    try:
+        control = merged(
+            suspended_by_config(config.apply.suspend, config.source or "the config"),
+            ControlMap(api_client(config.kubernetes), run_namespace(config)).read(),
+        )
+    except ReconcilerError as exc:
+        return [f"kill switch not read: {exc}"]
+    lines = [control.cluster.describe("apply is")] if control.cluster else []
+    lines += [why.describe(f"node group {name} is") for name, why in sorted(control.groups.items())]
+    return lines

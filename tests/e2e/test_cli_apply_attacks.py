@@ -577,3 +577,77 @@ def test_parallel_drains_taint_and_recheck_the_batch_then_drain_at_once(
         path.split("/")[-2]: body["deleteOptions"]["gracePeriodSeconds"] for path, body in bodies.items()
     }
     assert grace["web-c"] == 5 and grace["web-b"] == 5
+
+
+# ------------------------------------------------------------------------------- the kill switch
+
+
+def test_suspend_stops_apply_before_it_changes_anything_and_resume_lets_it_go(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    approved(world, capsys)
+    pulled = world.cli(capsys, "suspend", "--reason", "incident 42")
+    assert pulled.code == 0, pulled.err
+    assert "suspended apply for prod" in pulled.out
+    control = world.kube.get_object("ConfigMap", "kube-system", "asg-reconciler-control")
+    assert control is not None and control["data"]["suspend"] == "true"
+    refused = world.cli(capsys, "apply")
+    assert refused.code == 3, refused.out + refused.err
+    assert "apply is" in refused.err and "suspended" in refused.err and "incident 42" in refused.err
+    untouched(world)
+    status = world.cli(capsys, "status")
+    assert status.code == 0 and "incident 42" in status.out
+    assert world.cli(capsys, "resume").code == 0
+    applied = world.cli(capsys, "apply")
+    assert applied.code == 0, applied.out + applied.err
+    assert world.b_id not in world.in_service()
+
+
+def test_a_suspended_group_is_refused_and_others_go_on(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    approved(world, capsys)
+    assert world.cli(capsys, "suspend", "--node-group", "general", "--reason", "draining by hand").code == 0
+    refused = world.cli(capsys, "apply")
+    assert refused.code == 3, refused.out + refused.err
+    assert "general is suspended" in refused.out and "draining by hand" in refused.out
+    untouched(world)
+    assert world.cli(capsys, "resume", "--node-group", "general").code == 0
+    assert world.cli(capsys, "apply").code == 0
+
+
+def test_apply_suspend_in_the_config_stops_apply(world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    approved(world, capsys)
+    world.config.write_text(
+        world.config.read_text().replace("drainTimeout: 20s", "drainTimeout: 20s, suspend: true")
+    )
+    refused = world.cli(capsys, "apply")
+    assert refused.code == 3, refused.out + refused.err
+    assert "apply.suspend is true" in refused.err
+    untouched(world)
+
+
+def test_suspend_pulled_during_a_drain_stops_it_and_gives_the_node_back(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    approved(world, capsys)
+    world.kube.pod_termination_seconds = 3.0  # the drain waits for the pod to go
+
+    def pull(method: str, path: str, query: dict[str, str]) -> None:
+        if method == "POST" and path.endswith("/eviction"):
+            world.kube.put(
+                {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {"name": "asg-reconciler-control", "namespace": "kube-system"},
+                    "data": {"suspend": "true", "reason": "stop now"},
+                }
+            )
+
+    world.kube.fault = pull
+    refused = world.cli(capsys, "apply")
+    world.kube.fault = None
+    assert refused.code == 3, refused.out + refused.err
+    assert "stop now" in refused.out
+    assert world.desired() == 2 and world.b_id in world.in_service()
+    assert not ours(world, "node-b")

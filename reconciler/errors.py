@@ -25,3 +25,8 @@ class RefusedError(ReconcilerError):
     """A safety gate said no."""
 
     exit_code = 3
+
+
+class UncertainError(OperationError):
+    """A change whose outcome cannot be told now (its answer was lost and the system cannot be
+    asked): callers must assume it may have happened."""

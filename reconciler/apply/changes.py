@@ -48,29 +48,36 @@ def trace_removals(
     first_parents: Iterable[str], manifest_at: Callable[[str], Manifest | Unreadable | None]
 ) -> dict[tuple[str, str], Introduced]:
     """`first_parents`: main's first-parent chain from the target backwards. Each (group, instance)
-    listed at the target maps to the newest commit whose first parent did not list it, or, when an
-    unreadable manifest comes first, to an entry naming that commit in `unreadable`. `manifest_at`
-    gives None for a commit without a manifest (it lists nothing) and Unreadable for a broken one."""
-    chain = iter(first_parents)
-    current = next(chain, None)
-    if current is None:
+    listed at the target maps to the newest commit whose first parent did not list the instance
+    (under any group: a group renamed by one commit and named back by the next does not make the
+    instance new), or, when the walk meets a manifest it cannot read first, to an entry naming that
+    commit in `unreadable`. `manifest_at` gives None for a commit without a manifest and Unreadable
+    for a broken one. A manifest that is missing at a commit but exists further back was deleted:
+    restoring it does not add what it lists, so that counts as unreadable too; only a manifest that
+    never existed before lists nothing."""
+    chain = list(first_parents)
+    if not chain:
         return {}
-    target = manifest_at(current)
-    wanted = removals(None if isinstance(target, Unreadable) else target)
+    target = manifest_at(chain[0])
+    wanted = {i: g for g, i in removals(None if isinstance(target, Unreadable) else target)}
     found: dict[tuple[str, str], Introduced] = {}
-    for parent in chain:
+    current = chain[0]
+    for index, parent in enumerate(chain[1:], start=1):
         if not wanted:
             break
         older = manifest_at(parent)
+        if older is None and any(manifest_at(sha) is not None for sha in chain[index + 1 :]):
+            older = Unreadable("the manifest was deleted here and restored later")
         if isinstance(older, Unreadable):
-            for key in sorted(wanted):
-                found[key] = Introduced(key[0], key[1], current, unreadable=parent, why=older.why)
+            for instance, group in sorted(wanted.items()):
+                found[(group, instance)] = Introduced(group, instance, current, parent, older.why)
             return found
-        before = removals(older)
-        for key in sorted(wanted - before):
-            found[key] = Introduced(key[0], key[1], current)
-        wanted &= before
+        before = {i for _, i in removals(older)}
+        for instance, group in sorted(wanted.items()):
+            if instance not in before:
+                found[(group, instance)] = Introduced(group, instance, current)
+        wanted = {i: g for i, g in wanted.items() if i in before}
         current = parent
-    for key in sorted(wanted):  # listed since the root commit
-        found[key] = Introduced(key[0], key[1], current)
+    for instance, group in sorted(wanted.items()):  # listed since the root commit
+        found[(group, instance)] = Introduced(group, instance, current)
     return found

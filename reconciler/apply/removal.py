@@ -25,7 +25,7 @@ from reconciler.apply.effects import Effects
 from reconciler.apply.inputs import ApplyInputs
 from reconciler.apply.outcome import GroupRun
 from reconciler.apply.recheck import approved_verdicts
-from reconciler.errors import OperationError, ReconcilerError, RefusedError
+from reconciler.errors import OperationError, ReconcilerError, RefusedError, UncertainError
 from reconciler.gitops.plan_edits import committed_groups
 from reconciler.inventory import GroupInventory, Inventory
 from reconciler.kube.parse import ObjectReader
@@ -46,6 +46,7 @@ class Removal:
     marked: bool = False
     known_pods: frozenset[str] = frozenset()  # uids on the node when the re-check judged it
     done: bool = False  # refused, failed or terminated: nothing more to do
+    calling: bool = False  # the terminate call was made: the node may be going away
 
     def refuse(self, why: str) -> None:
         self.run.refuse(f"{self.instance}: {why}")
@@ -75,7 +76,7 @@ def remove_all(
         except BaseException:
             stopping.set()
             for removal in batch:  # interrupted (SIGTERM, Ctrl-C): what was marked goes back
-                if removal.marked and not removal.done:
+                if removal.marked and not removal.done and not removal.calling:
                     removal.fail(f"interrupted{_give_back(effects, removal)}")
             raise
 
@@ -191,9 +192,12 @@ def _drain(inputs: ApplyInputs, removal: Removal, effects: Effects) -> None:
 
 
 def _terminate(removal: Removal, effects: Effects, terminated_nodes: set[str]) -> None:
+    """The intent first (a Git push, seconds), then the last look at the node, then the call: a pod
+    that lands while the intent is written is still seen."""
     run, node = removal.run, removal.node
     try:
         effects.guard()
+        effects.intend(run.name, removal.instance, run.after, run.after - 1)
         if node is not None:
             left = effects.drainer.remaining(node)
             if left:
@@ -202,18 +206,25 @@ def _terminate(removal: Removal, effects: Effects, terminated_nodes: set[str]) -
             owner = effects.drainer.instance_of(node)
             if owner is not None and owner != removal.instance:
                 raise RefusedError(f"not terminated: node {node} now belongs to {owner or 'no instance'}")
-        effects.intend(run.name, removal.instance, run.after, run.after - 1)
         effects.guard()
+        removal.calling = True  # from here the node may be going away: never given back
+        if node is not None:
+            terminated_nodes.add(node)
         effects.actuator.terminate(run.name, removal.instance)
-    except RefusedError as exc:
-        removal.refuse(f"{exc}{_give_back(effects, removal)}")
+    except UncertainError as exc:
+        removal.fail(f"{exc}; node {node} keeps the drain taint meanwhile" if node else str(exc))
         return
     except ReconcilerError as exc:
-        removal.fail(f"{exc}{_give_back(effects, removal)}")
+        removal.calling = False
+        if node is not None:
+            terminated_nodes.discard(node)
+        back = _give_back(effects, removal)
+        if isinstance(exc, RefusedError):
+            removal.refuse(f"{exc}{back}")
+        else:
+            removal.fail(f"{exc}{back}")
         return
     removal.done = True
-    if node is not None:
-        terminated_nodes.add(node)
     instance = removal.instance
     run.terminated_one(
         instance, f"drained {node} and terminated {instance}" if node else f"terminated {instance} (no node)"

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from reconciler.aws.clients import aws_errors
-from reconciler.errors import OperationError, RefusedError
+from reconciler.errors import OperationError, RefusedError, UncertainError
 
 if TYPE_CHECKING:
     from mypy_boto3_autoscaling import AutoScalingClient
@@ -71,7 +71,7 @@ class Actuator:
             )
         return self.describe(name)
 
-    def terminate(self, name: str, instance_id: str) -> GroupNow:
+    def terminate(self, name: str, instance_id: str) -> GroupNow | None:
         """Terminate exactly `instance_id`, decrementing desired by one; refused when the instance is
         not an in-service member of the group (already gone, Standby, another group's)."""
         now = self.describe(name)
@@ -83,8 +83,23 @@ class Actuator:
             raise RefusedError(
                 f"asg {name}: terminating {instance_id} would take desired below min size {now.min_size}"
             )
-        with aws_errors(f"terminating {instance_id} in {name}"):
-            self.autoscaling.terminate_instance_in_auto_scaling_group(
-                InstanceId=instance_id, ShouldDecrementDesiredCapacity=True
-            )
-        return self.describe(name)
+        try:
+            with aws_errors(f"terminating {instance_id} in {name}"):
+                self.autoscaling.terminate_instance_in_auto_scaling_group(
+                    InstanceId=instance_id, ShouldDecrementDesiredCapacity=True
+                )
+        except OperationError as exc:
+            # The answer can be lost while the call went through: look before calling it a failure.
+            try:
+                after = self.describe(name)
+            except OperationError:
+                raise UncertainError(
+                    f"{exc}; whether {instance_id} is terminating cannot be told now (the next apply looks)"
+                ) from None
+            if after.instances.get(instance_id, "") == IN_SERVICE:
+                raise
+            return after
+        try:
+            return self.describe(name)
+        except OperationError:
+            return None  # AWS accepted the termination; a failed look afterwards changes nothing

@@ -152,8 +152,9 @@ def _apply(
     switch = _Switch(config, kube)
     control = switch.read()
     control.refuse_if_suspended()  # the kill switch: nothing is read further, nothing changes
-    copy = working_copy(config)
     keys = RecordKeys(config)
+    signer = keys.signer(required=not dry_run)  # before anything is read: a run must leave a trusted trace
+    copy = working_copy(config)
     copy.fetch_notes(NOTES_REF)
     anchor = lease.anchor if lease is not None else ApplyLease(kube, config.cluster).read_anchor()
     trust = read_trusted_records(copy, config.cluster, keys.verifier, anchor)
@@ -180,8 +181,6 @@ def _apply(
         raise UserError(f"{label}: no manifest at the commit to apply (run plan first)")
     manifests[target] = manifest
     gate = _GateAt(config, copy.path, manifest)
-    removals_listed = any(g.removal_ids for g in manifest.groups)
-    signer = keys.signer(required=removals_listed and not dry_run)
     inventory = observe(config, None, now)
     states = {i.instance_id: i.lifecycle_state for g in inventory.groups for i in g.group.instances}
     inputs = ApplyInputs(
@@ -283,12 +282,11 @@ class RecordKeys:
         self.verifier = load_verifier(config.apply.record_signers, "apply.recordSigners", own=self._signer)
 
     def signer(self, *, required: bool) -> Signer | None:
-        """The key, or None (records unsigned, with a warning) when none is needed; a run with
-        removals to judge needs it: a UserError before anything changes."""
-        if self._signer is None and self._error is not None:
-            if required:
-                raise UserError(f"{self._error} (apply signs its records before it removes anything)")
-            _log.warning("%s: records of this run are unsigned and will not be trusted", self._error)
+        """The key; every run that may change anything needs it (a UserError before anything is
+        read). A run that acted without leaving a record apply can trust would let a rewrite of main
+        skip the commit it applied (rule 4), so there is no unsigned mode. A dry run goes without."""
+        if self._signer is None and self._error is not None and required:
+            raise UserError(f"{self._error} (apply signs the record of every run it makes)")
         return self._signer
 
 

@@ -74,3 +74,30 @@ def test_a_broken_commit_older_than_the_addition_does_not_matter() -> None:
 def test_a_commit_without_a_manifest_lists_nothing() -> None:
     history: dict[str, Manifest | Unreadable | None] = {"c": manifest(a=("i-1",)), "b": None}
     assert trace_removals(["c", "b"], history.get)[("a", "i-1")] == Introduced("a", "i-1", "c")
+
+
+def test_a_group_renamed_and_named_back_does_not_make_the_instance_new() -> None:
+    """The bot lists i-1 under a misspelt group; a person's fix of the name must not approve i-1."""
+    history: dict[str, Manifest | Unreadable | None] = {
+        "f": manifest(a=("i-1",)),
+        "p": manifest(x=("i-1",)),
+        "o": manifest(a=()),
+    }
+    assert trace_removals(["f", "p", "o"], history.get)[("a", "i-1")] == Introduced("a", "i-1", "p")
+
+
+def test_a_manifest_deleted_then_restored_hides_where_a_removal_came_from() -> None:
+    """The bot's b adds i-1 (refused), d deletes the file, a person's revert of d restores it."""
+    history: dict[str, Manifest | Unreadable | None] = {
+        "r": manifest(a=("i-1",)),
+        "d": None,
+        "b": manifest(a=("i-1",)),
+        "o": manifest(a=()),
+    }
+    found = trace_removals(["r", "d", "b", "o"], history.get)[("a", "i-1")]
+    assert found.unreadable == "d" and "deleted" in found.why
+
+
+def test_a_manifest_created_lists_what_it_lists_from_its_creation() -> None:
+    history: dict[str, Manifest | Unreadable | None] = {"c": manifest(a=("i-1",)), "b": None, "a": None}
+    assert trace_removals(["c", "b", "a"], history.get)[("a", "i-1")] == Introduced("a", "i-1", "c")

@@ -90,6 +90,25 @@ class World:
         kube.put(pod("web-a", "node-a", "1000m"))
         kube.put(pod("web-b", "node-b", "100m"))
 
+    def add_node(self, name: str) -> str:
+        """One more instance in the group, registered as node `name`; its instance id."""
+        self.aws.autoscaling.update_auto_scaling_group(
+            AutoScalingGroupName="general", DesiredCapacity=self.desired() + 1
+        )
+        described = self.aws.autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=["general"])
+        known = {n["spec"]["providerID"].rsplit("/", 1)[-1] for n in self.kube.objects("Node")}
+        new = next(i for i in described["AutoScalingGroups"][0]["Instances"] if i["InstanceId"] not in known)
+        self.kube.put(
+            k.node(
+                name,
+                instance_id=new["InstanceId"],
+                zone=new["AvailabilityZone"],
+                instance_type="t3.small",
+                allocatable=T3_SMALL,
+            )
+        )
+        return str(new["InstanceId"])
+
     def cli(self, capsys: pytest.CaptureFixture[str], *args: str) -> Any:
         return run(capsys, *args, "--config", str(self.config))
 

@@ -285,23 +285,7 @@ def test_a_second_node_is_judged_on_state_newer_than_the_first_drain(
     """Two approved removals, one at a time. While b drains, its pod is recreated on node-a and a
     batch pod lands there too: c's pods no longer fit anywhere. The re-check before c's taint runs
     on state newer than b's drain and keeps c."""
-    world.aws.autoscaling.update_auto_scaling_group(AutoScalingGroupName="general", DesiredCapacity=3)
-    described = world.aws.autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=["general"])
-    third = next(
-        i
-        for i in described["AutoScalingGroups"][0]["Instances"]
-        if i["InstanceId"] not in dict(world.instances)
-    )
-    c_id = third["InstanceId"]
-    world.kube.put(
-        k.node(
-            "node-c",
-            instance_id=c_id,
-            zone=third["AvailabilityZone"],
-            instance_type="t3.small",
-            allocatable={"cpu": "1930m", "memory": "1471840Ki", "pods": "11"},
-        )
-    )
+    c_id = world.add_node("node-c")
     world.kube.put(pod("web-c", "node-c", "700m"))
     world.kube.delete_object("Pod", "shop", "web-a")
     world.kube.put(pod("web-a", "node-a", "700m"))
@@ -526,23 +510,7 @@ def test_parallel_drains_taint_and_recheck_the_batch_then_drain_at_once(
             "drainTimeout: 20s", "drainTimeout: 20s, maxParallelDrains: 2, maxGracePeriod: 5s"
         )
     )
-    world.aws.autoscaling.update_auto_scaling_group(AutoScalingGroupName="general", DesiredCapacity=3)
-    described = world.aws.autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=["general"])
-    third = next(
-        i
-        for i in described["AutoScalingGroups"][0]["Instances"]
-        if i["InstanceId"] not in dict(world.instances)
-    )
-    c_id = third["InstanceId"]
-    world.kube.put(
-        k.node(
-            "node-c",
-            instance_id=c_id,
-            zone=third["AvailabilityZone"],
-            instance_type="t3.small",
-            allocatable={"cpu": "1930m", "memory": "1471840Ki", "pods": "11"},
-        )
-    )
+    c_id = world.add_node("node-c")
     slow = pod("web-c", "node-c", "100m")
     slow["spec"]["terminationGracePeriodSeconds"] = 600
     world.kube.put(slow)

@@ -17,7 +17,6 @@ from reconciler.model import OWN_DRAIN_TAINT
 from tests.e2e.test_cli_apply import (
     MAIN_PATH,
     NOTES,
-    T3_SMALL,
     World,
     approved,
     manifest_on_main,
@@ -25,7 +24,6 @@ from tests.e2e.test_cli_apply import (
     signed_commit,
     untouched,
 )
-from tests.fakes import k8s_objects as k
 from tests.fixtures_aws import _Body, query_error
 from tests.fixtures_git import BOB, git, needs_ssh_keygen
 
@@ -260,20 +258,10 @@ def test_a_pod_landing_while_the_intent_is_written_is_killed(
 
 def three_removable(world: World) -> list[tuple[str, str]]:
     """Raise the group to 5 with three idle extra nodes c, d, e."""
-    world.aws.autoscaling.update_auto_scaling_group(AutoScalingGroupName="general", DesiredCapacity=5)
-    described = world.aws.autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=["general"])
-    extra = [
-        (i["InstanceId"], i["AvailabilityZone"])
-        for i in described["AutoScalingGroups"][0]["Instances"]
-        if i["InstanceId"] not in dict(world.instances)
-    ]
     made = []
-    for name, (iid, zone) in zip(("node-c", "node-d", "node-e"), extra, strict=True):
-        world.kube.put(
-            k.node(name, instance_id=iid, zone=zone, instance_type="t3.small", allocatable=T3_SMALL)
-        )
+    for name in ("node-c", "node-d", "node-e"):
+        made.append((name, world.add_node(name)))
         world.kube.put(pod(f"web-{name}", name, "100m"))
-        made.append((name, iid))
     world.kube.put(pod("web-b2", "node-b", "1500m"))  # b busy: not part of this
     return made
 
@@ -485,16 +473,7 @@ def test_approve_with_expect_refuses_a_proposal_rewritten_after_review(
     """Alice reviews the proposal (b only). The bot then force-pushes the proposal branch adding c
     (idle too). Alice approves with `--expect <the commit she reviewed>`, as docs/approval.md shows:
     refused, nothing merged."""
-    world.aws.autoscaling.update_auto_scaling_group(AutoScalingGroupName="general", DesiredCapacity=3)
-    described = world.aws.autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=["general"])
-    c_id, zone = next(
-        (i["InstanceId"], i["AvailabilityZone"])
-        for i in described["AutoScalingGroups"][0]["Instances"]
-        if i["InstanceId"] not in dict(world.instances)
-    )
-    world.kube.put(
-        k.node("node-c", instance_id=c_id, zone=zone, instance_type="t3.small", allocatable=T3_SMALL)
-    )
+    c_id = world.add_node("node-c")
     world.kube.put(pod("web-c", "node-c", "1100m"))  # c not idle enough for the planner to propose it
     assert world.cli(capsys, "plan").code == 0
     proposal = "asg-reconciler/prod/scale-down"

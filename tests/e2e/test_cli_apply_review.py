@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from tests.e2e.test_cli_apply import (
     NOTES,
     World,
     approved,
+    keypair,
     manifest_on_main,
     pod,
     signed_commit,
@@ -121,6 +123,32 @@ def test_laundering_through_a_deleted_group(world: World, capsys: pytest.Capture
 
 
 # --------------------------------------------------------- an abandoned signed commit, replayed
+
+
+def test_an_expired_approver_key_backdating_its_commit_is_refused(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """allowed_signers: carol valid-before one hour ago. Carol signs now, with a committer date two
+    hours ago: git judges validity at the commit's (self-chosen) time; the gate judges it now."""
+    world.kube.put(pod("web-b2", "node-b", "100m"))
+    assert world.cli(capsys, "plan").code == 0
+    carol = keypair(world.tmp / "carol")
+    expiry = (datetime.now(UTC) - timedelta(hours=1)).strftime("%Y%m%d%H%MZ")
+    signers = world.tmp / "allowed_signers"
+    signers.write_text(signers.read_text() + f'carol@example.com valid-before="{expiry}" {carol}\n')
+    clone = alice_clone(world, "carol-clone")
+    (clone / MAIN_PATH).write_text(listing_b(world))
+    past = (datetime.now(UTC) - timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    env = {**os.environ, "GIT_COMMITTER_DATE": past, "GIT_AUTHOR_DATE": past}
+    git(
+        "-c", f"user.signingKey={world.tmp / 'carol.pub'}", "-c", "user.email=carol@example.com",
+        "commit", "--quiet", "-a", "-S", "-m", "remove b (carol)", cwd=clone, env=env,
+    )  # fmt: skip
+    git("push", "--quiet", "origin", "main", cwd=clone)
+    result = world.cli(capsys, "apply")
+    assert result.code == 3, result.out + result.err
+    assert "entry is not valid now (valid-before" in result.out
+    assert world.b_id in world.in_service(), "BROKE: a key expired an hour ago approved a removal"
 
 
 def _aws_hook(monkeypatch: pytest.MonkeyPatch, register: Any) -> None:

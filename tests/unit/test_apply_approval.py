@@ -218,3 +218,26 @@ def test_approve_drops_https_credentials_but_keeps_ssh_users() -> None:
     )
     assert _without_https_credentials("ssh://git@github.com/o/c.git") == "ssh://git@github.com/o/c.git"
     assert _without_https_credentials("git@github.com:o/c.git") == "git@github.com:o/c.git"
+
+
+def test_an_allowed_signers_window_is_judged_now_not_at_the_commits_date() -> None:
+    """git checks valid-before against the commit's own date, which the signer sets (a backdated
+    commit by a key whose entry expired verifies): the gate checks it again at apply time."""
+    import base64
+    import hashlib
+    from datetime import UTC, datetime
+
+    from reconciler.apply.approval.signed import expired_now
+
+    blob = b"\x00\x00\x00\x0bssh-ed25519\x00\x00\x00\x20" + bytes(range(32))
+    key = base64.b64encode(blob).decode()
+    fp = "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
+    now = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+    expired = f'carol@example.com namespaces="git",valid-before="20261203110000Z" ssh-ed25519 {key} c\n'
+    assert expired_now(expired, fp, now) == "valid-before 20261203110000Z"
+    assert expired_now(expired.replace("20261203110000Z", "20261231Z"), fp, now) == ""
+    assert expired_now(f'carol@example.com valid-after="20270101Z" ssh-ed25519 {key}\n', fp, now)
+    assert expired_now(f"carol@example.com ssh-ed25519 {key}\n", fp, now) == ""  # no window
+    assert expired_now(expired, "SHA256:someone-else", now) == ""  # not this key's entry
+    renewed = expired + f"carol@example.com ssh-ed25519 {key}\n"  # another entry of hers is valid
+    assert expired_now(renewed, fp, now) == ""

@@ -15,11 +15,14 @@ is asked. The plan bot signs nothing, so its own commits never pass unless someo
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import os
 import re
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from reconciler.apply.approval.base import Verdict, short
@@ -67,6 +70,50 @@ def load_allowed_signers(path: Path) -> int:
             f"({FORMAT_HINT})"
         )
     return count
+
+
+_WINDOW = re.compile(r'(?:^|,)(valid-before|valid-after)="?([0-9]{8}(?:[0-9]{4}(?:[0-9]{2})?)?)(Z?)"?')
+_KEY_BLOB = re.compile(r"(?:^|\s)((?:ssh|ecdsa|sk)-[A-Za-z0-9@.-]+)\s+(AAAA[A-Za-z0-9+/]+=*)(?:\s|$)")
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def expired_now(allowed_signers: str, fingerprint: str, now: datetime) -> str:
+    """Why every allowed_signers entry of the key `fingerprint` (SHA256:...) is outside its
+    valid-after/valid-before window at `now`; "" when one is inside it (or none has a window).
+
+    git checks the window at the commit's date, which whoever signs chooses: a key whose entry
+    expired could still sign a backdated commit. An approval is judged when apply acts on it."""
+    reasons = []
+    for line in allowed_signers.splitlines():
+        line = line.strip()
+        match = _KEY_BLOB.search(line)
+        if not line or line.startswith("#") or match is None:
+            continue
+        blob = base64.b64decode(match[2] + "=" * (-len(match[2]) % 4))
+        if "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=") != fingerprint:
+            continue
+        options = line[: match.start()].split(None, 1)[-1] if " " in line[: match.start()].strip() else ""
+        why = ""
+        for name, stamp, zulu in _WINDOW.findall(options):
+            when = _ssh_time(stamp, zulu == "Z")
+            if name == "valid-before" and now > when:
+                why = f"valid-before {stamp}{zulu}"
+            if name == "valid-after" and now < when:
+                why = f"valid-after {stamp}{zulu}"
+        if not why:
+            return ""
+        reasons.append(why)
+    return "; ".join(reasons)
+
+
+def _ssh_time(stamp: str, utc: bool) -> datetime:
+    """ssh-keygen's YYYYMMDD[HHMM[SS]] (local time unless Z)."""
+    layout = {8: "%Y%m%d", 12: "%Y%m%d%H%M", 14: "%Y%m%d%H%M%S"}[len(stamp)]
+    naive = datetime.strptime(stamp, layout)
+    return naive.replace(tzinfo=UTC) if utc else naive.astimezone()
 
 
 def signature_kind(raw_commit: str) -> str | None:
@@ -129,6 +176,15 @@ class SignedGate:
             good = _GOOD.search(output)
             who = good["who"] if good else "a listed key"
             key = f" ({good['fp']})" if good else ""
+            signers = self.allowed_signers.read_text(encoding="utf-8")
+            lapsed = expired_now(signers, good["fp"], _now()) if good else ""
+            if lapsed:
+                return Verdict(
+                    False,
+                    "",
+                    f"{short(commit)} is signed by {who}{key}, whose {KEY} entry is not valid now "
+                    f"({lapsed}); git judged it at the commit's own date, which the signer sets",
+                )
             return Verdict(True, who, f"{short(commit)} is signed by {who}{key}, listed in {KEY}")
         unknown = _KEY.search(output)
         if unknown or "No principal matched" in output:

@@ -35,7 +35,7 @@ def give_back_unapproved(
     }
     instance_of = {n.name: n.instance_id for n in inputs.inventory.state.nodes}
     for node, commit in sorted(_marked(effects, stuck).items()):
-        if instance_of.get(node) in approved:
+        if instance_of.get(node) in approved or _going_away(inputs, node):
             continue
         _release(inputs, effects, node, commit, "no longer an approved removal", given_back, stuck)
 
@@ -46,8 +46,22 @@ def sweep(
     """At the end: every node still carrying our taint that this run did not terminate serves again,
     whatever the gates said (busy again, approval expired, a failed give-back earlier)."""
     for node, commit in sorted(_marked(effects, stuck).items()):
-        if node not in terminated_nodes:
+        if node not in terminated_nodes and not _going_away(inputs, node):
             _release(inputs, effects, node, commit, "not removed by this run", given_back, stuck)
+
+
+def _going_away(inputs: ApplyInputs, node: str) -> bool:
+    """A node whose instance is terminating or gone (an earlier run terminated it; its node object
+    lingers until the cloud controller deletes it) keeps our taint: given back, it would take pods
+    its machine is about to kill."""
+    instance = next((n.instance_id for n in inputs.inventory.state.nodes if n.name == node), "")
+    if not instance:
+        return False  # no AWS instance behind it: nothing of ours is terminating it
+    states = {i.instance_id: i.lifecycle_state for g in inputs.inventory.groups for i in g.group.instances}
+    return states.get(instance, "Terminated") in _GOING
+
+
+_GOING = frozenset({"Terminating", "Terminating:Wait", "Terminating:Proceed", "Terminated"})
 
 
 def _marked(effects: Effects, stuck: list[str]) -> dict[str, str]:

@@ -15,10 +15,11 @@ import logging
 import secrets
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import git
@@ -149,6 +150,7 @@ def _apply(
     dry_run: bool,
     ref: str | None,
 ) -> ApplyRun:
+    started = time.monotonic()  # fresh observations are stamped `now` plus the time since
     switch = _Switch(config, kube)
     control = switch.read()
     control.refuse_if_suspended()  # the kill switch: nothing is read further, nothing changes
@@ -215,7 +217,7 @@ def _apply(
         drainer,
         gate,
         guard=lambda: switch.guard(lease),
-        observe=lambda: observe(config, None, now),
+        observe=lambda: observe(config, None, now + timedelta(seconds=time.monotonic() - started)),
         intend=recorder.intent,
     )
     report = apply(inputs, effects)

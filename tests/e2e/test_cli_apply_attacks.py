@@ -619,3 +619,17 @@ def test_suspend_pulled_during_a_drain_stops_it_and_gives_the_node_back(
     assert "stop now" in refused.out
     assert world.desired() == 2 and world.b_id in world.in_service()
     assert not ours(world, "node-b")
+
+
+def test_a_terminated_instances_lingering_node_keeps_the_taint_on_the_next_run(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The node object of an instance apply terminated lingers until the cloud controller deletes
+    it; the next run (a run loop applies every few seconds) must not give it back to the scheduler."""
+    approved(world, capsys)
+    assert world.cli(capsys, "apply").code == 0 and world.b_id not in world.in_service()
+    assert ours(world, "node-b")
+    again = world.cli(capsys, "apply")
+    assert again.code == 0, again.out + again.err
+    assert ours(world, "node-b")
+    assert "node-b" not in again.out

@@ -26,4 +26,6 @@ def render_apply_table(report: ApplyReport) -> str:
         lines += [f"  ~ {line}" for line in report.given_back]
         lines += [f"  x {line}" for line in report.stuck]
     lines += [f"  ! {w}" for w in report.warnings]
+    if report.interrupted:
+        lines += ["", "Interrupted (SIGTERM or Ctrl-C): the removals stopped; this is what was done."]
     return "\n".join(lines) + "\n"

@@ -28,11 +28,15 @@ class ApplyReport:
     warnings: tuple[str, ...] = ()
     given_back: tuple[str, ...] = ()  # nodes whose drain taint this run removed, with why
     stuck: tuple[str, ...] = ()  # nodes still carrying the drain taint because removing it failed
+    interrupted: bool = False  # SIGTERM or Ctrl-C stopped the removals (exit 130)
+    in_flight: tuple[str, ...] = ()  # interrupted with these terminate calls made but not answered
 
     @property
     def exit_code(self) -> int:
         """DESIGN §5.1: 1 if any group failed (or a node could not be given back), else 3 if any was
-        refused, else 0."""
+        refused, else 0; 130 (as a shell reports a SIGINT) when interrupted."""
+        if self.interrupted:
+            return 130
         actions = {g.action for g in self.groups}
         return 1 if FAILED in actions or self.stuck else 3 if REFUSED in actions else 0
 
@@ -54,6 +58,7 @@ class ApplyReport:
             ],
             "givenBack": list(self.given_back),
             "stuck": list(self.stuck),
+            "interrupted": self.interrupted,
             "warnings": list(self.warnings),
         }
 

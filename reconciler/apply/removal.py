@@ -58,8 +58,14 @@ class Removal:
 
 
 def remove_all(
-    inputs: ApplyInputs, removals: Sequence[Removal], effects: Effects, terminated_nodes: set[str]
+    inputs: ApplyInputs,
+    removals: Sequence[Removal],
+    effects: Effects,
+    terminated_nodes: set[str],
+    in_flight: list[str],
 ) -> None:
+    """`terminated_nodes` gets the nodes whose instance this run terminated (they keep the taint);
+    `in_flight`, on an interruption, the instances whose terminate call was made but not answered."""
     stopping = threading.Event()
 
     def guard() -> None:
@@ -76,7 +82,10 @@ def remove_all(
         except BaseException:
             stopping.set()
             for removal in batch:  # interrupted (SIGTERM, Ctrl-C): what was marked goes back
-                if removal.marked and not removal.done and not removal.calling:
+                if removal.calling and not removal.done:
+                    in_flight.append(removal.instance)
+                    removal.fail("interrupted while terminating it: the next apply finds out whether it went")
+                elif removal.marked and not removal.done:
                     removal.fail(f"interrupted{_give_back(effects, removal)}")
             raise
 

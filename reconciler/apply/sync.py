@@ -67,9 +67,13 @@ def apply(inputs: ApplyInputs, effects: Effects) -> ApplyReport:
         except ReconcilerError as exc:
             run.fail(str(exc))
     terminated_nodes: set[str] = set()
+    in_flight: list[str] = []
+    interrupted = False
     try:
         if not inputs.dry_run:
-            remove_all(inputs, removals, effects, terminated_nodes)
+            remove_all(inputs, removals, effects, terminated_nodes, in_flight)
+    except KeyboardInterrupt:  # SIGTERM or Ctrl-C: drains gave their nodes back; say what was done
+        interrupted = True
     finally:
         if not inputs.dry_run:
             sweep(inputs, effects, terminated_nodes, given_back, stuck)
@@ -79,6 +83,8 @@ def apply(inputs: ApplyInputs, effects: Effects) -> ApplyReport:
         tuple(r.outcome() for r in runs.values()),
         given_back=tuple(given_back),
         stuck=tuple(stuck),
+        interrupted=interrupted,
+        in_flight=tuple(in_flight),
     )
 
 

@@ -157,7 +157,9 @@ class ApplyLease:
                 if renewed is not None and renewed + timedelta(seconds=duration) > now:
                     ago = max(0, int((now - renewed).total_seconds()))
                     raise RefusedError(
-                        f"another apply holds lease {self.where} (holder {holder}, renewed {ago}s ago)"
+                        f"another apply holds lease {self.where} (holder {holder}, renewed {ago}s ago); "
+                        f"try again when it is done, or after {max(1, duration - ago)}s if it stopped "
+                        "without releasing it"
                     )
             fields: dict[str, Any] = {
                 "holderIdentity": self.identity,

@@ -155,7 +155,9 @@ def _apply(
     control = switch.read()
     control.refuse_if_suspended()  # the kill switch: nothing is read further, nothing changes
     keys = RecordKeys(config)
-    signer = keys.signer(required=not dry_run)  # before anything is read: a run must leave a trusted trace
+    # Before anything is read: a run must leave a trace apply can trust, and a dry run must judge the
+    # records as apply would (a missing key is a config error, never "the records were tampered with").
+    signer = keys.signer(required=not dry_run or not keys.verifier)
     copy = working_copy(config)
     copy.fetch_notes(NOTES_REF)
     anchor = lease.anchor if lease is not None else ApplyLease(kube, config.cluster).read_anchor()
@@ -221,6 +223,10 @@ def _apply(
         intend=recorder.intent,
     )
     report = apply(inputs, effects)
+    if report.in_flight:
+        # Interrupted in the middle of a termination: its intent stays open, so the next run learns
+        # from AWS whether it went (a result recorded now would have to guess).
+        return ApplyRun(report, recorded=False)
     recorder.done(report)
     return ApplyRun(report, recorded=True)
 
@@ -288,7 +294,10 @@ class RecordKeys:
         read). A run that acted without leaving a record apply can trust would let a rewrite of main
         skip the commit it applied (rule 4), so there is no unsigned mode. A dry run goes without."""
         if self._signer is None and self._error is not None and required:
-            raise UserError(f"{self._error} (apply signs the record of every run it makes)")
+            raise UserError(
+                f"{self._error} (apply signs the record of every run it makes; a dry run without it "
+                "needs the public key in apply.recordSigners)"
+            )
         return self._signer
 
 
@@ -345,7 +354,11 @@ class _Recorder:
             )
             for g in report.groups
         )
-        complete = all(g.action not in (FAILED, REFUSED) for g in report.groups) and not report.stuck
+        complete = (
+            all(g.action not in (FAILED, REFUSED) for g in report.groups)
+            and not report.stuck
+            and not report.interrupted
+        )
         self._append(
             ApplyRecord(
                 commit=report.commit,

@@ -317,8 +317,12 @@ def test_sigterm_in_the_middle_of_parallel_drains(world: World, capsys: pytest.C
             os.kill(os.getpid(), signal.SIGTERM)
 
     world.kube.fault = fault
-    world.cli(capsys, "apply")
+    stopped = world.cli(capsys, "apply")
     world.kube.fault = None
+    assert stopped.code == 130, stopped.out + stopped.err
+    assert "Interrupted (SIGTERM or Ctrl-C)" in stopped.out and "given back" in stopped.out
+    record = world.note()["records"][-1]  # what the run did is recorded, not complete
+    assert record["complete"] is False and record["groups"][0]["action"] == "failed"
     lease = world.kube.get_object("Lease", "kube-system", "asg-reconciler-apply-prod")
     tainted = [n for n, _ in made if ours(world, n)]
     in_service = world.in_service()

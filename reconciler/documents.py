@@ -126,6 +126,8 @@ def _message(error: jsonschema.ValidationError) -> str:
         return f"{value} is not one of {', '.join(map(str, validator_value))}"
     if error.validator == "type":
         base = f"{value} is not of type {validator_value}"
+        if not hint and validator_value == "boolean":
+            hint = "use true or false"
         return f"{base} ({hint})" if hint else base
     if error.validator in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
         word = "at least" if "inimum" in str(error.validator) else "at most"

@@ -81,11 +81,23 @@ def apply(inputs: ApplyInputs, effects: Effects) -> ApplyReport:
         inputs.commit,
         inputs.dry_run,
         tuple(r.outcome() for r in runs.values()),
+        warnings=tuple(_settings_warnings(inputs.config)),
         given_back=tuple(given_back),
         stuck=tuple(stuck),
         interrupted=interrupted,
         in_flight=tuple(in_flight),
     )
+
+
+def _settings_warnings(config: Config) -> list[str]:
+    grace, timeout = config.apply.max_grace_period, config.apply.drain_timeout
+    if grace <= timeout:
+        return []
+    return [
+        f"apply.maxGracePeriod {format_duration(grace)} is above apply.drainTimeout "
+        f"{format_duration(timeout)}: a pod that uses its whole grace period makes the drain time out "
+        "(keep drainTimeout above it)"
+    ]
 
 
 def _sync_group(

@@ -32,3 +32,14 @@ def test_mixed_instances_weights_other_than_one_refuse_and_name_the_types() -> N
     why = _scale_down_blocked(CONFIG, weighted)
     assert "m5.2xlarge weight 4" in why and "WeightedCapacity to 1" in why
     assert "m5.large" not in why
+
+
+def test_a_grace_period_cap_above_the_drain_timeout_is_warned() -> None:
+    from datetime import timedelta
+
+    from reconciler.apply.sync import _settings_warnings
+
+    assert _settings_warnings(CONFIG) == []  # the defaults: 10m and 10m
+    longer = replace(CONFIG, apply=ApplyConfig(max_grace_period=timedelta(minutes=20)))
+    (warning,) = _settings_warnings(longer)
+    assert "apply.maxGracePeriod 20m is above apply.drainTimeout 10m" in warning

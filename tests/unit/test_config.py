@@ -125,3 +125,8 @@ def test_binary_config_is_one_line(tmp_path: Path) -> None:
     path.write_bytes(b"\xff\xfe\x00")
     with pytest.raises(UserError, match="not a text file"):
         load_config(path)
+
+
+def test_a_boolean_written_as_a_word_says_how_to_write_it(tmp_path: Path) -> None:
+    message = error_of(tmp_path, "cluster: c\napply: {allowAZRebalance: 'yes'}\n")
+    assert "apply.allowAZRebalance" in message and "(use true or false)" in message

@@ -73,11 +73,28 @@ def trace_removals(
                 found[(group, instance)] = Introduced(group, instance, current, parent, older.why)
             return found
         before = {i for _, i in removals(older)}
+        groups_before = {g.name for g in older.groups} if older is not None else set()
         for instance, group in sorted(wanted.items()):
-            if instance not in before:
+            if instance in before:
+                continue
+            if group not in groups_before and _existed(group, chain[index + 1 :], manifest_at):
+                why = f"group {group} was deleted here and restored later"
+                found[(group, instance)] = Introduced(group, instance, current, parent, why)
+            else:
                 found[(group, instance)] = Introduced(group, instance, current)
         wanted = {i: g for i, g in wanted.items() if i in before}
         current = parent
     for instance, group in sorted(wanted.items()):  # listed since the root commit
         found[(group, instance)] = Introduced(group, instance, current)
     return found
+
+
+def _existed(
+    group: str, older: Iterable[str], manifest_at: Callable[[str], Manifest | Unreadable | None]
+) -> bool:
+    """Whether any older commit's manifest had `group` (an unreadable one might have: counts)."""
+    for sha in older:
+        found = manifest_at(sha)
+        if isinstance(found, Unreadable) or (found is not None and found.group(group) is not None):
+            return True
+    return False

@@ -58,3 +58,12 @@ class Effects:
     guard: Callable[[], None] = lambda: None
     observe: Callable[[], Inventory] | None = None
     intend: Callable[[str, str, int, int], None] = lambda group, instance, before, after: None
+    # before every change to one group's instance or node: that group not suspended (kill switch)
+    guard_group: Callable[[str], None] = lambda group: None
+    # whether an instance is going away (terminating, shut down, gone): its node keeps our taint
+    going_away: Callable[[str], bool] = lambda instance: False
+
+    def check(self, group: str) -> None:
+        """`guard`, then `guard_group`: what runs before each step of one removal."""
+        self.guard()
+        self.guard_group(group)

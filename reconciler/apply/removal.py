@@ -102,7 +102,7 @@ def _remove_batch(
         if removal.node is None:
             continue
         try:
-            effects.guard()
+            effects.check(removal.run.name)
             effects.drainer.mark(removal.node, inputs.commit, instance=removal.instance)
             removal.marked = True
         except RefusedError as exc:
@@ -188,7 +188,10 @@ def _drain(inputs: ApplyInputs, removal: Removal, effects: Effects) -> None:
     late = _LatePods(inputs, removal.known_pods)
     try:
         result = effects.drainer.drain(
-            removal.node, vet=late.vet, check=effects.guard, instance=removal.instance
+            removal.node,
+            vet=late.vet,
+            check=lambda: effects.check(removal.run.name),
+            instance=removal.instance,
         )
         if not result.complete:
             if late.refusal is not None:  # a safety rule, not a failure
@@ -205,7 +208,7 @@ def _terminate(removal: Removal, effects: Effects, terminated_nodes: set[str]) -
     that lands while the intent is written is still seen."""
     run, node = removal.run, removal.node
     try:
-        effects.guard()
+        effects.check(run.name)
         effects.intend(run.name, removal.instance, run.after, run.after - 1)
         if node is not None:
             left = effects.drainer.remaining(node)
@@ -215,7 +218,7 @@ def _terminate(removal: Removal, effects: Effects, terminated_nodes: set[str]) -
             owner = effects.drainer.instance_of(node)
             if owner is not None and owner != removal.instance:
                 raise RefusedError(f"not terminated: node {node} now belongs to {owner or 'no instance'}")
-        effects.guard()
+        effects.check(run.name)
         removal.calling = True  # from here the node may be going away: never given back
         if node is not None:
             terminated_nodes.add(node)
@@ -244,6 +247,8 @@ def _give_back(effects: Effects, removal: Removal) -> str:
     """Take our taint off a node whose removal did not happen, so it serves again."""
     if not removal.marked or removal.node is None:
         return ""
+    if effects.going_away(removal.instance):  # AWS took it meanwhile: its machine is dying
+        return f"; node {removal.node} keeps the drain taint: its instance is going away"
     removal.marked = False
     try:
         effects.drainer.unmark(removal.node)

@@ -35,7 +35,7 @@ def give_back_unapproved(
     }
     instance_of = {n.name: n.instance_id for n in inputs.inventory.state.nodes}
     for node, commit in sorted(_marked(effects, stuck).items()):
-        if instance_of.get(node) in approved or _going_away(inputs, node):
+        if instance_of.get(node) in approved or _suspended(inputs, node) or _going_away(effects, node):
             continue
         _release(inputs, effects, node, commit, "no longer an approved removal", given_back, stuck)
 
@@ -46,22 +46,39 @@ def sweep(
     """At the end: every node still carrying our taint that this run did not terminate serves again,
     whatever the gates said (busy again, approval expired, a failed give-back earlier)."""
     for node, commit in sorted(_marked(effects, stuck).items()):
-        if node not in terminated_nodes and not _going_away(inputs, node):
+        if node not in terminated_nodes and not _suspended(inputs, node) and not _going_away(effects, node):
             _release(inputs, effects, node, commit, "not removed by this run", given_back, stuck)
 
 
-def _going_away(inputs: ApplyInputs, node: str) -> bool:
+def _suspended(inputs: ApplyInputs, node: str) -> bool:
+    """A node of a group the kill switch suspends is not written, not even to give it back."""
+    return inputs.inventory.group_of_node.get(node) in inputs.suspended
+
+
+def _going_away(effects: Effects, node: str) -> bool:
     """A node whose instance is terminating or gone (an earlier run terminated it; its node object
-    lingers until the cloud controller deletes it) keeps our taint: given back, it would take pods
-    its machine is about to kill."""
-    instance = next((n.instance_id for n in inputs.inventory.state.nodes if n.name == node), "")
-    if not instance:
-        return False  # no AWS instance behind it: nothing of ours is terminating it
-    states = {i.instance_id: i.lifecycle_state for g in inputs.inventory.groups for i in g.group.instances}
-    return states.get(instance, "Terminated") in _GOING
+    lingers until the cloud controller deletes it; or AWS took it meanwhile) keeps our taint: given
+    back, it would take pods its machine is about to kill. Asked of AWS now, not of the inventory
+    read at the start; a node with no AWS instance behind it is given back."""
+    try:
+        instance = effects.drainer.instance_of(node)
+    except ReconcilerError:
+        return True  # cannot look: leave it for the next run
+    if instance is None:
+        return True  # the node is gone: nothing to give back
+    return bool(instance) and effects.going_away(instance)
 
 
-_GOING = frozenset({"Terminating", "Terminating:Wait", "Terminating:Proceed", "Terminated"})
+def release_strays(effects: Effects) -> tuple[list[str], list[str]]:
+    """Every node carrying our taint whose machine is not going away serves again: for runs refused
+    before they reach the groups (main rewritten, a broken manifest, cluster-autoscaler live), so a
+    push cannot keep a crashed run's taint in place. Returns (given back, stuck)."""
+    given_back: list[str] = []
+    stuck: list[str] = []
+    for node, commit in sorted(_marked(effects, stuck).items()):
+        if not _going_away(effects, node):
+            _unmark(effects, node, commit, "this run was refused before it acted", given_back, stuck)
+    return given_back, stuck
 
 
 def _marked(effects: Effects, stuck: list[str]) -> dict[str, str]:
@@ -84,6 +101,12 @@ def _release(
     if inputs.dry_run:
         given_back.append(f"{node}: would be given back ({why}; drain taint from {commit[:12] or 'unknown'})")
         return
+    _unmark(effects, node, commit, why, given_back, stuck)
+
+
+def _unmark(
+    effects: Effects, node: str, commit: str, why: str, given_back: list[str], stuck: list[str]
+) -> None:
     try:
         effects.drainer.unmark(node)
     except ReconcilerError as exc:

@@ -16,6 +16,7 @@ from reconciler.errors import OperationError, RefusedError, UncertainError
 
 if TYPE_CHECKING:
     from mypy_boto3_autoscaling import AutoScalingClient
+    from mypy_boto3_ec2 import EC2Client
 
 IN_SERVICE = "InService"
 
@@ -32,8 +33,27 @@ class GroupNow:
 
 
 class Actuator:
-    def __init__(self, autoscaling: AutoScalingClient) -> None:
+    def __init__(self, autoscaling: AutoScalingClient, ec2: EC2Client | None = None) -> None:
         self.autoscaling = autoscaling
+        self.ec2 = ec2
+
+    def going_away(self, instance_id: str) -> bool:
+        """Whether the instance is terminating, shut down or gone, asked of AWS now (its node must
+        keep our taint). When AWS cannot tell, it is taken as going away: a node kept tainted one run
+        too long costs capacity, one given back to a dying machine costs its pods."""
+        try:
+            with aws_errors(f"looking at {instance_id}"):
+                found = self.autoscaling.describe_auto_scaling_instances(InstanceIds=[instance_id])
+                rows = found.get("AutoScalingInstances", [])
+                if rows and str(rows[0].get("LifecycleState", "")).startswith("Terminat"):
+                    return True
+                if self.ec2 is None:
+                    return not rows
+                reservations = self.ec2.describe_instances(InstanceIds=[instance_id]).get("Reservations", [])
+        except OperationError:
+            return True
+        states = [i.get("State", {}).get("Name", "") for r in reservations for i in r.get("Instances", [])]
+        return not states or states[0] not in ("pending", "running")
 
     def describe(self, name: str) -> GroupNow:
         with aws_errors(f"describing {name}"):

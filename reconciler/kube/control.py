@@ -31,6 +31,10 @@ CONTROL_CONFIGMAP = "asg-reconciler-control"
 _MERGE_PATCH = "application/merge-patch+json"
 
 
+class SuspendedError(RefusedError):
+    """The kill switch is on: nothing may be written, not even a taint given back."""
+
+
 @dataclass(frozen=True)
 class Suspension:
     reason: str = ""
@@ -58,7 +62,7 @@ class Control:
     def refuse_if_suspended(self) -> None:
         """RefusedError when the whole cluster is suspended (apply's guard, before every change)."""
         if self.cluster is not None:
-            raise RefusedError(self.cluster.describe(f"apply is ({self.source})"))
+            raise SuspendedError(self.cluster.describe(f"apply is ({self.source})"))
 
 
 def control_from_data(data: Mapping[str, str], source: str) -> Control:

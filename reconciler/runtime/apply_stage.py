@@ -32,10 +32,11 @@ from reconciler.apply.effects import Effects
 from reconciler.apply.inputs import ApplyInputs
 from reconciler.apply.outcome import FAILED, REFUSED, SCALE_DOWN, ApplyReport
 from reconciler.apply.sync import apply
+from reconciler.apply.taints import release_strays
 from reconciler.aws.actuation import Actuator
 from reconciler.aws.clients import make_clients
 from reconciler.config import Config
-from reconciler.errors import RefusedError, UserError
+from reconciler.errors import ReconcilerError, RefusedError, UserError
 from reconciler.gitops.manifest import Manifest
 from reconciler.gitops.plan_edits import committed_groups
 from reconciler.gitops.record_signing import Signer, load_signer, load_verifier
@@ -50,7 +51,7 @@ from reconciler.gitops.records import (
 )
 from reconciler.gitops.repo import REMOTE, WorkingCopy
 from reconciler.kube.client import api_client, run_namespace
-from reconciler.kube.control import Control, ControlMap, merged, suspended_by_config
+from reconciler.kube.control import Control, ControlMap, SuspendedError, merged, suspended_by_config
 from reconciler.kube.drain import NodeDrainer
 from reconciler.kube.lease import ApplyLease
 from reconciler.runtime.plan_stage import read_manifest, working_copy
@@ -138,7 +139,34 @@ def apply_once(config: Config, now: datetime, *, dry_run: bool, ref: str | None 
     if dry_run:
         return _apply(config, now, kube, None, dry_run=True, ref=ref)
     with ApplyLease(kube, config.cluster) as lease, _sigterm_interrupts():
-        return _apply(config, now, kube, lease, dry_run=False, ref=ref)
+        try:
+            return _apply(config, now, kube, lease, dry_run=False, ref=ref)
+        except SuspendedError:
+            raise  # the kill switch: not even a taint is given back
+        except (RefusedError, UserError):
+            _give_back_strays(config, kube)
+            raise
+
+
+def _give_back_strays(config: Config, kube: k8s.ApiClient) -> None:
+    """A run refused before it reached the groups (main rewritten, a broken manifest,
+    cluster-autoscaler live) still gives back the nodes a crashed run left tainted (DESIGN §3.6):
+    otherwise one push could keep them out of service. Reported in the log; best effort."""
+    try:
+        clients = make_clients(config)
+    except ReconcilerError:
+        return
+    drainer = NodeDrainer(kube, timeout=config.apply.drain_timeout)
+    actuator = Actuator(clients.autoscaling, clients.ec2)
+    effects = Effects(actuator, drainer, _NoGate(), going_away=actuator.going_away)
+    given_back, stuck = release_strays(effects)
+    for line in given_back + stuck:
+        _log.warning("drain taint: %s", line)
+
+
+class _NoGate:
+    def approves(self, commit: str) -> tuple[bool, str]:
+        return False, "no removal is judged in a refused run"
 
 
 def _apply(
@@ -207,7 +235,8 @@ def _apply(
     drainer = NodeDrainer(
         kube, timeout=config.apply.drain_timeout, max_grace_period=config.apply.max_grace_period
     )
-    actuator = Actuator(make_clients(config).autoscaling)
+    clients = make_clients(config)
+    actuator = Actuator(clients.autoscaling, clients.ec2)
     if lease is None:
         return ApplyRun(apply(inputs, Effects(actuator, drainer, gate)), recorded=False)
     # A run that found the records untrustworthy never moves the anchor: its own record must not
@@ -219,6 +248,8 @@ def _apply(
         drainer,
         gate,
         guard=lambda: switch.guard(lease),
+        guard_group=switch.guard_group,
+        going_away=actuator.going_away,
         observe=lambda: observe(config, None, now + timedelta(seconds=time.monotonic() - started)),
         intend=recorder.intent,
     )
@@ -273,6 +304,12 @@ class _Switch:
         """Before every change: the Lease still ours, and nobody pulled the switch meanwhile."""
         lease.check()
         self.read().refuse_if_suspended()
+
+    def guard_group(self, group: str) -> None:
+        """Before every change to one group: nobody suspended it meanwhile."""
+        why = self.read().groups.get(group)
+        if why is not None:
+            raise RefusedError(why.describe(f"{group} is"))
 
 
 class RecordKeys:

@@ -235,6 +235,8 @@ def test_an_allowed_signers_window_is_judged_now_not_at_the_commits_date() -> No
     now = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
     expired = f'carol@example.com namespaces="git",valid-before="20261203110000Z" ssh-ed25519 {key} c\n'
     assert expired_now(expired, fp, now) == "valid-before 20261203110000Z"
+    shouting = expired.replace("valid-before", "VALID-BEFORE")  # OpenSSH reads options in any case
+    assert expired_now(shouting, fp, now) == "valid-before 20261203110000Z"
     assert expired_now(expired.replace("20261203110000Z", "20261231Z"), fp, now) == ""
     assert expired_now(f'carol@example.com valid-after="20270101Z" ssh-ed25519 {key}\n', fp, now)
     assert expired_now(f"carol@example.com ssh-ed25519 {key}\n", fp, now) == ""  # no window

@@ -101,3 +101,18 @@ def test_a_manifest_deleted_then_restored_hides_where_a_removal_came_from() -> N
 def test_a_manifest_created_lists_what_it_lists_from_its_creation() -> None:
     history: dict[str, Manifest | Unreadable | None] = {"c": manifest(a=("i-1",)), "b": None, "a": None}
     assert trace_removals(["c", "b", "a"], history.get)[("a", "i-1")] == Introduced("a", "i-1", "c")
+
+
+def test_a_group_deleted_then_restored_hides_where_its_removals_came_from() -> None:
+    """With a second group the manifest still parses when one is deleted: the same laundering as a
+    deleted file (the bot's b adds i-1, d deletes the group, a person's revert restores it)."""
+    history: dict[str, Manifest | Unreadable | None] = {
+        "r": manifest(a=("i-1",), z=()),
+        "d": manifest(z=()),
+        "b": manifest(a=("i-1",), z=()),
+        "o": manifest(a=(), z=()),
+    }
+    found = trace_removals(["r", "d", "b", "o"], history.get)[("a", "i-1")]
+    assert found.unreadable == "d" and "group a was deleted" in found.why
+    new_group = {"c": manifest(a=("i-1",), z=()), "b": manifest(z=())}
+    assert trace_removals(["c", "b"], new_group.get)[("a", "i-1")] == Introduced("a", "i-1", "c")

@@ -72,7 +72,9 @@ def load_allowed_signers(path: Path) -> int:
     return count
 
 
-_WINDOW = re.compile(r'(?:^|,)(valid-before|valid-after)="?([0-9]{8}(?:[0-9]{4}(?:[0-9]{2})?)?)(Z?)"?')
+_WINDOW = re.compile(
+    r'(?:^|,)(valid-before|valid-after)="?([0-9]{8}(?:[0-9]{4}(?:[0-9]{2})?)?)([Zz]?)"?', re.IGNORECASE
+)
 _KEY_BLOB = re.compile(r"(?:^|\s)((?:ssh|ecdsa|sk)-[A-Za-z0-9@.-]+)\s+(AAAA[A-Za-z0-9+/]+=*)(?:\s|$)")
 
 
@@ -98,10 +100,10 @@ def expired_now(allowed_signers: str, fingerprint: str, now: datetime) -> str:
         options = line[: match.start()].split(None, 1)[-1] if " " in line[: match.start()].strip() else ""
         why = ""
         for name, stamp, zulu in _WINDOW.findall(options):
-            when = _ssh_time(stamp, zulu == "Z")
-            if name == "valid-before" and now > when:
+            when = _ssh_time(stamp, zulu.upper() == "Z")
+            if name.lower() == "valid-before" and now > when:
                 why = f"valid-before {stamp}{zulu}"
-            if name == "valid-after" and now < when:
+            if name.lower() == "valid-after" and now < when:
                 why = f"valid-after {stamp}{zulu}"
         if not why:
             return ""

@@ -12,6 +12,7 @@ pushes: the intent before each termination, the result at the end.
 from __future__ import annotations
 
 import logging
+import re
 import secrets
 import signal
 import threading
@@ -58,6 +59,7 @@ from reconciler.runtime.plan_stage import read_manifest, working_copy
 from reconciler.world import observe
 
 _log = logging.getLogger(__name__)
+_HEX = re.compile(r"[0-9a-f]{7,64}")
 
 
 @dataclass(frozen=True)
@@ -84,9 +86,12 @@ class _GateAt:
 
 
 def _resolve(copy: WorkingCopy, ref: str) -> str | None:
-    """A branch of the remote, or any commit-ish of the clone."""
+    """A commit id (or its prefix), else a branch of the remote, else any commit-ish of the clone.
+    A commit id comes first: the bot could push a branch named like the id an operator typed."""
     repo = git.Repo(copy.path)
-    for name in (f"refs/remotes/{REMOTE}/{ref}", ref):
+    branch_first = not _HEX.fullmatch(ref)
+    names = (f"refs/remotes/{REMOTE}/{ref}", ref) if branch_first else (ref, f"refs/remotes/{REMOTE}/{ref}")
+    for name in names:
         try:
             return str(repo.commit(name).hexsha)
         except (git.BadName, ValueError):

@@ -633,3 +633,16 @@ def test_a_terminated_instances_lingering_node_keeps_the_taint_on_the_next_run(
     assert again.code == 0, again.out + again.err
     assert ours(world, "node-b")
     assert "node-b" not in again.out
+
+
+def test_ref_names_the_commit_even_when_the_bot_pushes_a_branch_of_that_name(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    world.kube.put(pod("web-b2", "node-b", "1500m"))
+    assert world.cli(capsys, "plan").code == 0
+    tip = git("rev-parse", "main", cwd=world.remote).strip()
+    side = BOB.commit(world.remote, "side", {"notes.txt": "a side branch\n"}, "side work")
+    git("update-ref", f"refs/heads/{tip[:8]}", side, cwd=world.remote)  # a branch named like the id
+    result = world.cli(capsys, "apply", "--ref", tip[:8])
+    assert result.code == 0, result.out + result.err
+    assert f"Apply {tip[:12]}" in result.out

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.config.config_exception import ConfigException
@@ -26,9 +27,13 @@ def api_client(settings: KubernetesConfig, *, parallel: int = 1) -> k8s.ApiClien
                 context=settings.context or None,
                 client_configuration=configuration,
             )
-    except (ConfigException, FileNotFoundError) as exc:
+    except (ConfigException, FileNotFoundError, yaml.YAMLError) as exc:
         where = settings.kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if isinstance(exc, yaml.YAMLError):
+            mark = getattr(exc, "problem_mark", None)
+            line = f" at line {mark.line + 1}" if mark is not None else ""
+            reason = f"not valid YAML{line}: {getattr(exc, 'problem', None) or reason}"
         raise UserError(
             f"kubernetes.kubeconfig: cannot load {where}: {reason} "
             "(set KUBECONFIG or kubernetes.kubeconfig, or read a dump with --snapshot FILE)"

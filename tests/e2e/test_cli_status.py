@@ -168,6 +168,18 @@ def test_unreachable_api_server_exit_1(
     assert len(result.err.strip().splitlines()) == 1
 
 
+def test_a_malformed_kubeconfig_is_one_line_exit_2(
+    aws: MotoAws, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nclusters: [\n  - name: x\n  bad: : :\n")
+    config = write_config(tmp_path, f"kubernetes: {{kubeconfig: {kubeconfig}}}\n")
+    result = run(capsys, "status", "--config", str(config))
+    assert result.code == 2, result.err
+    assert f"kubernetes.kubeconfig: cannot load {kubeconfig}: not valid YAML at line 3" in result.err
+    assert len(result.err.strip().splitlines()) == 1 and "Traceback" not in result.err
+
+
 def test_config_from_environment(
     world: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

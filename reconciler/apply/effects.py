@@ -47,7 +47,8 @@ class Gate(Protocol):
 class Effects:
     """The seams through which a run changes or looks again at anything.
 
-    `guard` runs before every change (the Lease check: raises when another apply took over);
+    `guard(group)` runs before every change to that group (the Lease still ours, the kill switch
+    off for the cluster and the group: it raises otherwise);
     `observe` gives the cluster and the ASGs as they are now (the re-checks before each batch);
     `intend` records that an instance is about to be terminated, before the call (write-ahead).
     """
@@ -55,15 +56,8 @@ class Effects:
     actuator: Actuator
     drainer: Drainer
     gate: Gate
-    guard: Callable[[], None] = lambda: None
+    guard: Callable[[str], None] = lambda group: None
     observe: Callable[[], Inventory] | None = None
     intend: Callable[[str, str, int, int], None] = lambda group, instance, before, after: None
-    # before every change to one group's instance or node: that group not suspended (kill switch)
-    guard_group: Callable[[str], None] = lambda group: None
     # whether an instance is going away (terminating, shut down, gone): its node keeps our taint
     going_away: Callable[[str], bool] = lambda instance: False
-
-    def check(self, group: str) -> None:
-        """`guard`, then `guard_group`: what runs before each step of one removal."""
-        self.guard()
-        self.guard_group(group)

@@ -68,10 +68,10 @@ def remove_all(
     `in_flight`, on an interruption, the instances whose terminate call was made but not answered."""
     stopping = threading.Event()
 
-    def guard() -> None:
+    def guard(group: str) -> None:
         if stopping.is_set():
             raise OperationError("apply is stopping (interrupted)")
-        effects.guard()
+        effects.guard(group)
 
     watched = replace(effects, guard=guard)
     size = inputs.config.apply.max_parallel_drains
@@ -102,7 +102,7 @@ def _remove_batch(
         if removal.node is None:
             continue
         try:
-            effects.check(removal.run.name)
+            effects.guard(removal.run.name)
             effects.drainer.mark(removal.node, inputs.commit, instance=removal.instance)
             removal.marked = True
         except RefusedError as exc:
@@ -190,7 +190,7 @@ def _drain(inputs: ApplyInputs, removal: Removal, effects: Effects) -> None:
         result = effects.drainer.drain(
             removal.node,
             vet=late.vet,
-            check=lambda: effects.check(removal.run.name),
+            check=lambda: effects.guard(removal.run.name),
             instance=removal.instance,
         )
         if not result.complete:
@@ -208,7 +208,7 @@ def _terminate(removal: Removal, effects: Effects, terminated_nodes: set[str]) -
     that lands while the intent is written is still seen."""
     run, node = removal.run, removal.node
     try:
-        effects.check(run.name)
+        effects.guard(run.name)
         effects.intend(run.name, removal.instance, run.after, run.after - 1)
         if node is not None:
             left = effects.drainer.remaining(node)
@@ -218,7 +218,7 @@ def _terminate(removal: Removal, effects: Effects, terminated_nodes: set[str]) -
             owner = effects.drainer.instance_of(node)
             if owner is not None and owner != removal.instance:
                 raise RefusedError(f"not terminated: node {node} now belongs to {owner or 'no instance'}")
-        effects.check(run.name)
+        effects.guard(run.name)
         removal.calling = True  # from here the node may be going away: never given back
         if node is not None:
             terminated_nodes.add(node)

@@ -25,11 +25,10 @@ from reconciler.errors import ReconcilerError, RefusedError
 from reconciler.gitops.plan_edits import committed_groups
 from reconciler.inventory import GroupInventory
 from reconciler.model import NodeGroup
-from reconciler.planning.baseline import Baseline, baseline
+from reconciler.planning.baseline import GONE, Baseline, baseline
 from reconciler.planning.types import CommittedGroup
 
 AZ_REBALANCE = "AZRebalance"
-_GONE = frozenset({"", "Terminating", "Terminating:Wait", "Terminating:Proceed", "Terminated"})
 
 
 def apply(inputs: ApplyInputs, effects: Effects) -> ApplyReport:
@@ -154,7 +153,7 @@ def _recover_intents(inputs: ApplyInputs, group: NodeGroup, run: GroupRun) -> No
     for name, instance in inputs.open_intents:
         if name != group.name:
             continue
-        if states.get(instance, "") in _GONE:
+        if instance not in states or states[instance] in GONE:
             run.terminated.append(instance)
             run.did(
                 SCALE_DOWN,
@@ -214,7 +213,7 @@ def _raise(inputs: ApplyInputs, group: NodeGroup, intended: int, run: GroupRun, 
     if inputs.dry_run:
         run.did(SCALE_UP, f"would raise desired {group.desired} -> {target}")
         return
-    effects.guard()
+    effects.guard(group.name)
     effects.actuator.raise_desired(group.name, group.desired, target)
     run.did(SCALE_UP, f"raised desired {group.desired} -> {target}")
 

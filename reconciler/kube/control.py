@@ -23,7 +23,9 @@ import urllib3
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from reconciler.config import Config
 from reconciler.errors import RefusedError
+from reconciler.kube.client import run_namespace
 from reconciler.kube.live import api_error, unreachable
 from reconciler.kube.retry import with_retries
 
@@ -59,10 +61,19 @@ class Control:
     def group(self, name: str) -> Suspension | None:
         return self.cluster or self.groups.get(name)
 
-    def refuse_if_suspended(self) -> None:
-        """RefusedError when the whole cluster is suspended (apply's guard, before every change)."""
+    def refuse_if_suspended(self, group: str | None = None) -> None:
+        """SuspendedError when the whole cluster, or `group`, is suspended (apply's guard, before
+        every change)."""
         if self.cluster is not None:
             raise SuspendedError(self.cluster.describe(f"apply is ({self.source})"))
+        why = self.groups.get(group) if group is not None else None
+        if why is not None:
+            raise SuspendedError(why.describe(f"{group} is"))
+
+    def lines(self) -> list[str]:
+        """What is suspended, one line each (for `status`)."""
+        found = [self.cluster.describe("apply is")] if self.cluster else []
+        return found + [why.describe(f"node group {name} is") for name, why in sorted(self.groups.items())]
 
 
 def control_from_data(data: Mapping[str, str], source: str) -> Control:
@@ -154,6 +165,18 @@ class ControlMap:
             raise api_error(f"write {self.where}", exc) from None
         except urllib3.exceptions.HTTPError as exc:
             raise unreachable(self.api, exc) from None
+
+
+class Switch:
+    """The kill switch as apply finds it now: `apply.suspend` in its config and the ConfigMap."""
+
+    def __init__(self, config: Config, api: k8s.ApiClient) -> None:
+        self.config = config
+        self.map = ControlMap(api, run_namespace(config))
+
+    def read(self) -> Control:
+        own = suspended_by_config(self.config.apply.suspend, self.config.source or "the config")
+        return merged(own, self.map.read())
 
 
 def suspended_by_config(flag: bool, source: str) -> Control:

@@ -183,20 +183,8 @@ class ApplyLease:
             if self._renewed is None:
                 raise OperationError(f"lease {self.where} is not held: acquire it first")
             now = self._now()
-            version = self._resource_version
-            for _ in range(_ATTEMPTS):
-                outcome = self._patch(version, {"renewTime": micro_time(now)}, "renew")
-                if outcome == "ok":
-                    self._renewed = now
-                    return
-                current = self._read() if outcome == "conflict" else None
-                if current is None:
-                    self._lose(f"lease {self.where} was deleted")
-                holder = str((current.get("spec") or {}).get("holderIdentity") or "")
-                if holder != self.identity:
-                    self._lose(f"lease {self.where} is now held by {holder or 'nobody'}")
-                version = current["metadata"]["resourceVersion"]
-            raise OperationError(f"Kubernetes API: renew lease {self.where}: it kept changing under us")
+            self._patch_ours("renew", {"renewTime": micro_time(now)})
+            self._renewed = now
 
     def release(self) -> None:
         """Clear holderIdentity so the next apply need not wait for expiry; only if still ours."""
@@ -225,21 +213,7 @@ class ApplyLease:
                 raise self._lost
             if self._renewed is None:
                 raise OperationError(f"lease {self.where} is not held: acquire it first")
-            version = self._resource_version
-            for _ in range(_ATTEMPTS):
-                outcome = self._retrying(
-                    partial(self._patch, version, {}, "anchor", {RECORD_ANCHOR_ANNOTATION: digest})
-                )
-                if outcome == "ok":
-                    return
-                current = self._retrying(self._read) if outcome == "conflict" else None
-                if current is None:
-                    self._lose(f"lease {self.where} was deleted")
-                holder = str((current.get("spec") or {}).get("holderIdentity") or "")
-                if holder != self.identity:
-                    self._lose(f"lease {self.where} is now held by {holder or 'nobody'}")
-                version = current["metadata"]["resourceVersion"]
-            raise OperationError(f"Kubernetes API: anchor on lease {self.where}: it kept changing under us")
+            self._patch_ours("anchor on", {}, {RECORD_ANCHOR_ANNOTATION: digest}, retry=True)
 
     def check(self) -> None:
         """Raise unless the lease is ours and was renewed within its duration."""
@@ -301,6 +275,32 @@ class ApplyLease:
                     raise
                 time.sleep(self.retry_wait * 2**attempt)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _patch_ours(
+        self,
+        action: str,
+        fields: dict[str, Any],
+        annotations: dict[str, str] | None = None,
+        *,
+        retry: bool = False,
+    ) -> None:
+        """A merge patch of the Lease while it is ours (lock held), guarded by the resourceVersion we
+        last saw. On a conflict it is read again: still ours, patched again; someone else's (or
+        deleted), LeaseLost. `retry`: ride out transient failures too."""
+        call: Callable[[Callable[[], _T]], _T] = self._retrying if retry else _call_once
+        version = self._resource_version
+        for _ in range(_ATTEMPTS):
+            outcome = call(partial(self._patch, version, fields, action, annotations))
+            if outcome == "ok":
+                return
+            current = call(self._read) if outcome == "conflict" else None
+            if current is None:
+                self._lose(f"lease {self.where} was deleted")
+            holder = str((current.get("spec") or {}).get("holderIdentity") or "")
+            if holder != self.identity:
+                self._lose(f"lease {self.where} is now held by {holder or 'nobody'}")
+            version = current["metadata"]["resourceVersion"]
+        raise OperationError(f"Kubernetes API: {action} lease {self.where}: it kept changing under us")
 
     def _lose(self, why: str) -> NoReturn:
         self._lost = LeaseLost(f"{why}: this apply must stop changing the cluster")
@@ -386,3 +386,7 @@ def _failure(action: str, exc: ApiException) -> OperationError:
     error = api_error(action, exc)
     status = exc.status or 0
     return _Transient(str(error)) if status >= 500 or status == 429 else error
+
+
+def _call_once(call: Callable[[], _T]) -> _T:
+    return call()

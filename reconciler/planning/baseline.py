@@ -39,7 +39,7 @@ def baseline(group: NodeGroup, committed: CommittedGroup | None) -> Baseline:
     if committed is None:
         return Baseline(group.desired, 0, (), (), 0, False)
     states = {i.instance_id: i.lifecycle_state for i in group.instances}
-    present = {i for i, state in states.items() if state not in _GONE and state not in STANDBY}
+    present = {i for i, state in states.items() if state not in GONE and state not in STANDBY}
     standby = {i for i, state in states.items() if state in STANDBY}
     approved_present = tuple(i for i in committed.remove_instances if i in present)
     approved_standby = tuple(i for i in committed.remove_instances if i in standby)
@@ -58,4 +58,4 @@ def baseline(group: NodeGroup, committed: CommittedGroup | None) -> Baseline:
 
 
 STANDBY = frozenset({"Standby", "EnteringStandby"})
-_GONE = frozenset({"Terminating", "Terminating:Wait", "Terminating:Proceed", "Terminated"})
+GONE = frozenset({"Terminating", "Terminating:Wait", "Terminating:Proceed", "Terminated"})

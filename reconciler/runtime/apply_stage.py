@@ -51,8 +51,8 @@ from reconciler.gitops.records import (
     record_digest,
 )
 from reconciler.gitops.repo import REMOTE, WorkingCopy
-from reconciler.kube.client import api_client, run_namespace
-from reconciler.kube.control import Control, ControlMap, SuspendedError, merged, suspended_by_config
+from reconciler.kube.client import api_client
+from reconciler.kube.control import SuspendedError, Switch
 from reconciler.kube.drain import NodeDrainer
 from reconciler.kube.lease import ApplyLease
 from reconciler.runtime.plan_stage import read_manifest, working_copy
@@ -184,7 +184,7 @@ def _apply(
     ref: str | None,
 ) -> ApplyRun:
     started = time.monotonic()  # fresh observations are stamped `now` plus the time since
-    switch = _Switch(config, kube)
+    switch = Switch(config, kube)
     control = switch.read()
     control.refuse_if_suspended()  # the kill switch: nothing is read further, nothing changes
     keys = RecordKeys(config)
@@ -252,8 +252,7 @@ def _apply(
         actuator,
         drainer,
         gate,
-        guard=lambda: switch.guard(lease),
-        guard_group=switch.guard_group,
+        guard=lambda group: _guard(lease, switch, group),
         going_away=actuator.going_away,
         observe=lambda: observe(config, None, now + timedelta(seconds=time.monotonic() - started)),
         intend=recorder.intent,
@@ -265,6 +264,12 @@ def _apply(
         return ApplyRun(report, recorded=False)
     recorder.done(report)
     return ApplyRun(report, recorded=True)
+
+
+def _guard(lease: ApplyLease, switch: Switch, group: str) -> None:
+    """Before every change: the Lease still ours, and nobody pulled the switch meanwhile."""
+    lease.check()
+    switch.read().refuse_if_suspended(group)
 
 
 def _held(
@@ -292,29 +297,6 @@ def _held(
             if then is not None and all(desired(sha, g.name) == then for sha in newer):
                 held[g.name] = g.desired_after
     return held
-
-
-class _Switch:
-    """The kill switch as it is now: `apply.suspend` in this config, and the control ConfigMap."""
-
-    def __init__(self, config: Config, kube: k8s.ApiClient) -> None:
-        self.config = config
-        self.map = ControlMap(kube, run_namespace(config))
-
-    def read(self) -> Control:
-        own = suspended_by_config(self.config.apply.suspend, self.config.source or "the config")
-        return merged(own, self.map.read())
-
-    def guard(self, lease: ApplyLease) -> None:
-        """Before every change: the Lease still ours, and nobody pulled the switch meanwhile."""
-        lease.check()
-        self.read().refuse_if_suspended()
-
-    def guard_group(self, group: str) -> None:
-        """Before every change to one group: nobody suspended it meanwhile."""
-        why = self.read().groups.get(group)
-        if why is not None:
-            raise RefusedError(why.describe(f"{group} is"))
 
 
 class RecordKeys:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from reconciler.config import Config
 from reconciler.errors import ReconcilerError
-from reconciler.kube.client import api_client, run_namespace
-from reconciler.kube.control import ControlMap, merged, suspended_by_config
+from reconciler.kube.client import api_client
+from reconciler.kube.control import Switch
 from reconciler.runtime.plan_stage import committed_on_main
 from reconciler.status import StatusReport, build_status
 from reconciler.world import observe
@@ -37,12 +37,6 @@ def status_once(config: Config, snapshot: Path | None, now: datetime) -> StatusR
 def _switch(config: Config) -> list[str]:
     """The kill switch, as apply would find it now."""
     try:
-        control = merged(
-            suspended_by_config(config.apply.suspend, config.source or "the config"),
-            ControlMap(api_client(config.kubernetes), run_namespace(config)).read(),
-        )
+        return Switch(config, api_client(config.kubernetes)).read().lines()
     except ReconcilerError as exc:
         return [f"kill switch not read: {exc}"]
-    lines = [control.cluster.describe("apply is")] if control.cluster else []
-    lines += [why.describe(f"node group {name} is") for name, why in sorted(control.groups.items())]
-    return lines

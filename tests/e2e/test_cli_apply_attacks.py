@@ -23,6 +23,7 @@ from tests.e2e.test_cli_apply import (
     approved,
     manifest_on_main,
     pod,
+    scaled_up_then_lowered_outside,
     signed_commit,
     untouched,
 )
@@ -428,11 +429,7 @@ def test_drift_adopt_records_the_outside_value(world: World, capsys: pytest.Capt
     world.config.write_text(
         world.config.read_text().replace("drainTimeout: 20s", "drainTimeout: 20s, drift: adopt")
     )
-    world.kube.put(pod("web-b2", "node-b", "1500m"))
-    world.kube.put(k.pod("job-0", "batch", requests={"cpu": "1500m"}, owner_kind="Job", owner_name="j"))
-    assert world.cli(capsys, "plan").code == 0
-    assert world.cli(capsys, "apply").code == 0 and world.desired() == 3
-    world.aws.autoscaling.set_desired_capacity(AutoScalingGroupName="general", DesiredCapacity=2)
+    scaled_up_then_lowered_outside(world, capsys)  # 2 -> 3 applied, then 2 set by hand
     result = world.cli(capsys, "apply")
     assert result.code == 0, result.out + result.err
     assert "apply.drift adopt" in result.out and world.desired() == 2

@@ -116,9 +116,14 @@ class ApplyConfig:
 class RunConfig:
     stages: tuple[str, ...] = ("plan",)
     interval: timedelta = timedelta(seconds=30)
-    apply_poll_interval: timedelta = timedelta(seconds=10)
-    metrics_address: str = ":8085"
+    apply_poll_interval: timedelta = timedelta(seconds=5)
+    metrics_address: str = ":8085"  # "": no metrics or health server
     namespace: str = ""  # "": the pod's own namespace, else kube-system
+    debounce: timedelta = timedelta(seconds=1)  # a new unschedulable pod waits this long for others
+    max_backoff: timedelta = timedelta(minutes=5)  # failed cycles back off exponentially up to this
+    lease_duration: timedelta = timedelta(seconds=15)  # leader election, client-go's defaults
+    renew_deadline: timedelta = timedelta(seconds=10)
+    retry_period: timedelta = timedelta(seconds=2)
 
 
 @dataclass(frozen=True)
@@ -126,6 +131,7 @@ class KubernetesConfig:
     kubeconfig: str = ""
     context: str = ""
     page_size: int = 500
+    request_timeout: timedelta = timedelta(seconds=30)  # every API call, connect and read
 
 
 @dataclass(frozen=True)
@@ -194,6 +200,21 @@ def _range(value: str) -> tuple[int, int]:
     return int(low), int(high)
 
 
+def _check_leader_timing(run: dict[str, Any], label: str) -> None:
+    """client-go's own rule: a leader must give up (renewDeadline) before its Lease can be taken
+    (leaseDuration), and retry several times within the deadline."""
+    lease, renew, retry = (_duration(run[k]) for k in ("leaseDuration", "renewDeadline", "retryPeriod"))
+    if not lease > renew > retry * 1.2 > timedelta(0):
+        raise UserError(
+            f"{label}: run.renewDeadline: needs leaseDuration > renewDeadline > 1.2 x retryPeriod > 0 "
+            f"(got {run['leaseDuration']}, {run['renewDeadline']}, {run['retryPeriod']}; "
+            "client-go's defaults are 15s, 10s, 2s)"
+        )
+    for key in ("interval", "applyPollInterval"):
+        if _duration(run[key]) <= timedelta(0):
+            raise UserError(f"{label}: run.{key}: must be above 0 (e.g. 30s)")
+
+
 def _build(data: dict[str, Any], label: str) -> Config:
     su, sd, lim = data["scaleUp"], data["scaleDown"], data["limits"]
     cores, memory = _range(lim["cores"]), _range(lim["memory"])
@@ -206,6 +227,7 @@ def _build(data: dict[str, Any], label: str) -> Config:
             raise UserError(
                 f"{label}: nodeGroups.explicit: {spec!r} has min {low} above max {high} (use min:max:name)"
             )
+    _check_leader_timing(data["run"], label)
     nt = data["nodeTemplates"]
     git = data["git"]
     forge, approval, apply, run, kube = (
@@ -288,13 +310,23 @@ def _build(data: dict[str, Any], label: str) -> Config:
             suspend=apply["suspend"],
         ),
         run=RunConfig(
-            tuple(run["stages"]),
-            _duration(run["interval"]),
-            _duration(run["applyPollInterval"]),
-            run["metricsAddress"],
-            run["namespace"],
+            stages=tuple(run["stages"]),
+            interval=_duration(run["interval"]),
+            apply_poll_interval=_duration(run["applyPollInterval"]),
+            metrics_address=run["metricsAddress"],
+            namespace=run["namespace"],
+            debounce=_duration(run["debounce"]),
+            max_backoff=_duration(run["maxBackoff"]),
+            lease_duration=_duration(run["leaseDuration"]),
+            renew_deadline=_duration(run["renewDeadline"]),
+            retry_period=_duration(run["retryPeriod"]),
         ),
-        kubernetes=KubernetesConfig(kube.get("kubeconfig", ""), kube.get("context", ""), kube["pageSize"]),
+        kubernetes=KubernetesConfig(
+            kube.get("kubeconfig", ""),
+            kube.get("context", ""),
+            kube["pageSize"],
+            _duration(kube["requestTimeout"]),
+        ),
         node_templates=NodeTemplatesConfig(
             vm_memory_overhead_percent=nt["vmMemoryOverheadPercent"],
             reserved_cpu_milli=None if nt["reservedCPU"] == "eks" else milli_value(nt["reservedCPU"]),

@@ -130,3 +130,14 @@ def test_binary_config_is_one_line(tmp_path: Path) -> None:
 def test_a_boolean_written_as_a_word_says_how_to_write_it(tmp_path: Path) -> None:
     message = error_of(tmp_path, "cluster: c\napply: {allowAZRebalance: 'yes'}\n")
     assert "apply.allowAZRebalance" in message and "(use true or false)" in message
+
+
+def test_leader_election_timing_follows_client_go_rules(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("cluster: c\nrun: {leaseDuration: 10s, renewDeadline: 10s, retryPeriod: 2s}\n")
+    with pytest.raises(UserError, match=r"run.renewDeadline: needs leaseDuration > renewDeadline"):
+        load_config(path)
+    path.write_text("cluster: c\nrun: {leaseDuration: 30s, renewDeadline: 20s, retryPeriod: 5s}\n")
+    run = load_config(path).run
+    assert (run.lease_duration.seconds, run.renew_deadline.seconds, run.retry_period.seconds) == (30, 20, 5)
+    assert load_config(path).kubernetes.request_timeout.seconds == 30

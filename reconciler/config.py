@@ -124,6 +124,7 @@ class RunConfig:
     lease_duration: timedelta = timedelta(seconds=15)  # leader election, client-go's defaults
     renew_deadline: timedelta = timedelta(seconds=10)
     retry_period: timedelta = timedelta(seconds=2)
+    shutdown_grace_period: timedelta = timedelta(seconds=30)  # the pod's terminationGracePeriodSeconds
 
 
 @dataclass(frozen=True)
@@ -320,6 +321,7 @@ def _build(data: dict[str, Any], label: str) -> Config:
             lease_duration=_duration(run["leaseDuration"]),
             renew_deadline=_duration(run["renewDeadline"]),
             retry_period=_duration(run["retryPeriod"]),
+            shutdown_grace_period=_duration(run["shutdownGracePeriod"]),
         ),
         kubernetes=KubernetesConfig(
             kube.get("kubeconfig", ""),

@@ -30,3 +30,8 @@ class RefusedError(ReconcilerError):
 class UncertainError(OperationError):
     """A change whose outcome cannot be told now (its answer was lost and the system cannot be
     asked): callers must assume it may have happened."""
+
+
+class StopRequested(KeyboardInterrupt):
+    """The `run` loop is stopping (SIGTERM, Ctrl-C): a step that cannot finish within the grace
+    period ends the way a one-shot apply's SIGTERM ends it (drains give their nodes back)."""

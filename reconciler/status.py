@@ -42,6 +42,7 @@ class GroupStatus:
     approved_removals: tuple[str, ...] = ()  # approved on main, instance still in the ASG
     above_manifest: int = 0  # AWS desired minus what the manifest allows
     held: bool = False
+    proposed_removals: tuple[str, ...] = ()  # named by the open scale-down proposal, not approved yet
 
     @property
     def manifest_cell(self) -> str:
@@ -52,6 +53,8 @@ class GroupStatus:
             notes.append(f"+{self.unapplied_increase} to apply")
         if self.approved_removals:
             notes.append(f"-{len(self.approved_removals)} approved")
+        if self.proposed_removals:
+            notes.append(f"-{len(self.proposed_removals)} proposed")
         if self.above_manifest:
             notes.append(f"AWS +{self.above_manifest}")
         if self.held:
@@ -78,6 +81,26 @@ CSV_COLUMNS = (
 
 
 @dataclass(frozen=True)
+class ProposalStatus:
+    """The open scale-down proposal: what it would remove, waiting for a person since when."""
+
+    branch: str
+    opened_at: datetime
+    removals: Mapping[str, tuple[str, ...]]
+
+    def waiting(self, now: datetime) -> str:
+        return format_age((now - self.opened_at).total_seconds())
+
+
+def format_age(seconds: float) -> str:
+    minutes = max(0, int(seconds)) // 60
+    days, hours = minutes // 1440, minutes // 60 % 24
+    if days:
+        return f"{days}d{hours}h"
+    return f"{hours}h{minutes % 60:02d}m" if hours else f"{minutes}m"
+
+
+@dataclass(frozen=True)
 class StatusReport:
     cluster: str
     read_at: datetime | None
@@ -86,10 +109,17 @@ class StatusReport:
     unmanaged_nodes: tuple[str, ...]
     warnings: tuple[str, ...]
     manifest: str | None = None  # where the manifest was read from, when it was
+    proposal: ProposalStatus | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["read_at"] = self.read_at.isoformat() if self.read_at else None
+        if self.proposal is not None:
+            data["proposal"] = {
+                "branch": self.proposal.branch,
+                "opened_at": self.proposal.opened_at.isoformat(),
+                "removals": {k: list(v) for k, v in self.proposal.removals.items()},
+            }
         return data
 
     def to_csv(self) -> str:
@@ -137,8 +167,10 @@ def build_status(
     manifest_error: str | None = None,
     *,
     last_applied: Mapping[str, int] | None = None,
+    proposal: ProposalStatus | None = None,
 ) -> StatusReport:
     """`committed` is the manifest on main (None when not read: no git.url, or `manifest_error`)."""
+    proposed = proposal.removals if proposal is not None else {}
     groups = []
     for entry in inventory.groups:
         requested_cpu = requested_memory = allocatable_cpu = allocatable_memory = 0
@@ -172,6 +204,7 @@ def build_status(
             approved_removals=base.approved_present,
             above_manifest=base.manual_decrease,
             held=base.held,
+            proposed_removals=tuple(proposed.get(entry.name, ())),
         )
         extra = manifest_warnings(status)
         left = (last_applied or {}).get(entry.name)
@@ -203,6 +236,7 @@ def build_status(
         unmanaged_nodes=tuple(sorted(n.name for n in inventory.unmanaged_nodes)),
         warnings=tuple(warnings),
         manifest=manifest if committed is not None else None,
+        proposal=proposal,
     )
 
 
@@ -231,6 +265,13 @@ def render_status_table(report: StatusReport) -> str:
     text = f"cluster {report.cluster}\n"
     if compared:
         text += f"manifest {report.manifest} (MANIFEST: its target; what differs from AWS in brackets)\n"
+    if report.proposal is not None:
+        named = "; ".join(f"{g}: {', '.join(ids)}" for g, ids in sorted(report.proposal.removals.items()))
+        waiting = report.proposal.waiting(report.read_at) if report.read_at else "?"
+        text += (
+            f"scale-down proposal {report.proposal.branch}, waiting {waiting} for approval: "
+            f"{named or 'names no instance'}\n"
+        )
     text += "\n" + table(
         rows,
         [

@@ -50,7 +50,9 @@ class Effects:
     `guard(group)` runs before every change to that group (the Lease still ours, the kill switch
     off for the cluster and the group: it raises otherwise);
     `observe` gives the cluster and the ASGs as they are now (the re-checks before each batch);
-    `intend` records that an instance is about to be terminated, before the call (write-ahead).
+    `intend` records that an instance is about to be terminated, before the call (write-ahead);
+    `stopping(finishes_by)`: the `run` loop is stopping and a step that ends by `finishes_by`
+    (time.monotonic) would not end within its grace period: the step is abandoned safely.
     """
 
     actuator: Actuator
@@ -61,3 +63,4 @@ class Effects:
     intend: Callable[[str, str, int, int], None] = lambda group, instance, before, after: None
     # whether an instance is going away (terminating, shut down, gone): its node keeps our taint
     going_away: Callable[[str], bool] = lambda instance: False
+    stopping: Callable[[float], bool] = lambda finishes_by: False

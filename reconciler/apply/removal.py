@@ -15,7 +15,9 @@ Anything that goes wrong after the taint gives the node back; so does an interru
 
 from __future__ import annotations
 
+import math
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -25,7 +27,7 @@ from reconciler.apply.effects import Effects
 from reconciler.apply.inputs import ApplyInputs
 from reconciler.apply.outcome import GroupRun
 from reconciler.apply.recheck import approved_verdicts
-from reconciler.errors import OperationError, ReconcilerError, RefusedError, UncertainError
+from reconciler.errors import OperationError, ReconcilerError, RefusedError, StopRequested, UncertainError
 from reconciler.gitops.plan_edits import committed_groups
 from reconciler.inventory import GroupInventory, Inventory
 from reconciler.kube.parse import ObjectReader
@@ -77,6 +79,8 @@ def remove_all(
     size = inputs.config.apply.max_parallel_drains
     for start in range(0, len(removals), size):
         batch = list(removals[start : start + size])
+        if effects.stopping(math.inf):  # the run loop is stopping: no new batch is tainted
+            raise StopRequested
         try:
             _remove_batch(inputs, batch, watched, terminated_nodes, stopping)
         except BaseException:
@@ -186,13 +190,17 @@ def _fresh_problem(
 def _drain(inputs: ApplyInputs, removal: Removal, effects: Effects) -> None:
     assert removal.node is not None
     late = _LatePods(inputs, removal.known_pods)
+    # a drain ends by its timeout: if the run loop is stopped, it goes on only when that is within
+    # the grace period; otherwise it stops at its next look and the node is given back
+    ends_by = time.monotonic() + inputs.config.apply.drain_timeout.total_seconds()
+
+    def check() -> None:
+        if effects.stopping(ends_by):
+            raise StopRequested
+        effects.guard(removal.run.name)
+
     try:
-        result = effects.drainer.drain(
-            removal.node,
-            vet=late.vet,
-            check=lambda: effects.guard(removal.run.name),
-            instance=removal.instance,
-        )
+        result = effects.drainer.drain(removal.node, vet=late.vet, check=check, instance=removal.instance)
         if not result.complete:
             if late.refusal is not None:  # a safety rule, not a failure
                 raise RefusedError(f"drain of {removal.node} stopped: {late.refusal}")

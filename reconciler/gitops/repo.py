@@ -142,6 +142,17 @@ class WorkingCopy:
                 "fetch", "--prune", "--no-tags", REMOTE, f"+refs/heads/*:refs/remotes/{REMOTE}/*", repo=repo
             )
 
+    def remote_head(self, branch: str) -> str | None:
+        """The remote's tip of `branch` now, asked with one `git ls-remote` (no fetch): how the run
+        loop's apply stage learns cheaply that main moved. None when the branch does not exist."""
+        with self._locked():
+            out = self._git("ls-remote", "--heads", REMOTE, f"refs/heads/{branch}", repo=self._open())
+        for line in out.splitlines():
+            sha, _, ref = line.partition("\t")
+            if ref == f"refs/heads/{branch}":
+                return sha
+        return None
+
     def head(self, branch: str) -> str | None:
         """The fetched tip of `branch`, or None when the remote has no such branch (or no commits)."""
         with self._locked():

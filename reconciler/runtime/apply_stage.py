@@ -138,14 +138,30 @@ def _target(copy: WorkingCopy, config: Config, ref: str | None, last: str | None
     return target, own
 
 
-def apply_once(config: Config, now: datetime, *, dry_run: bool, ref: str | None = None) -> ApplyRun:
+@dataclass(frozen=True)
+class LoopHooks:
+    """What the `run` loop lends an apply: its stop request (`stopping`, as Effects.stopping) and a
+    heartbeat called at every guarded step, so a long drain counts as progress for /healthz."""
+
+    stopping: Callable[[float], bool] = lambda finishes_by: False
+    progress: Callable[[], None] = lambda: None
+
+
+def apply_once(
+    config: Config,
+    now: datetime,
+    *,
+    dry_run: bool,
+    ref: str | None = None,
+    hooks: LoopHooks | None = None,
+) -> ApplyRun:
     """One apply. Not a dry run: the Lease first (DESIGN §3.6), then everything is read under it."""
     kube = api_client(config.kubernetes, parallel=config.apply.max_parallel_drains)
     if dry_run:
         return _apply(config, now, kube, None, dry_run=True, ref=ref)
     with ApplyLease(kube, config.cluster) as lease, _sigterm_interrupts():
         try:
-            return _apply(config, now, kube, lease, dry_run=False, ref=ref)
+            return _apply(config, now, kube, lease, dry_run=False, ref=ref, hooks=hooks or LoopHooks())
         except SuspendedError:
             raise  # the kill switch: not even a taint is given back
         except (RefusedError, UserError):
@@ -182,6 +198,7 @@ def _apply(
     *,
     dry_run: bool,
     ref: str | None,
+    hooks: LoopHooks = LoopHooks(),
 ) -> ApplyRun:
     started = time.monotonic()  # fresh observations are stamped `now` plus the time since
     switch = Switch(config, kube)
@@ -252,10 +269,11 @@ def _apply(
         actuator,
         drainer,
         gate,
-        guard=lambda group: _guard(lease, switch, group),
+        guard=lambda group: _guard(lease, switch, group, hooks.progress),
         going_away=actuator.going_away,
         observe=lambda: observe(config, None, now + timedelta(seconds=time.monotonic() - started)),
         intend=recorder.intent,
+        stopping=hooks.stopping,
     )
     report = apply(inputs, effects)
     if report.in_flight:
@@ -266,8 +284,9 @@ def _apply(
     return ApplyRun(report, recorded=True)
 
 
-def _guard(lease: ApplyLease, switch: Switch, group: str) -> None:
+def _guard(lease: ApplyLease, switch: Switch, group: str, progress: Callable[[], None]) -> None:
     """Before every change: the Lease still ours, and nobody pulled the switch meanwhile."""
+    progress()
     lease.check()
     switch.read().refuse_if_suspended(group)
 

@@ -42,6 +42,7 @@ class PlanRun:
     plan: Plan
     published: Published | None = None
     notes: tuple[str, ...] = ()  # a dry run: what it would write besides the plan (adoptions)
+    inventory: Inventory | None = None  # what was observed (the run loop's events name pods by uid)
 
 
 def default_work_dir(config: Config) -> Path:
@@ -51,13 +52,16 @@ def default_work_dir(config: Config) -> Path:
     return base / "asg-reconciler" / f"{config.cluster}-{digest}"
 
 
-def working_copy(config: Config) -> WorkingCopy:
+def working_copy(config: Config, *, fetch: bool = True) -> WorkingCopy:
+    """The clone of the capacity repo, fetched (`fetch=False`: as last fetched, for a second look
+    right after one that did)."""
     if not config.git.url:
         raise UserError(
             f"{config.source or 'config'}: git.url: not set (point it at the capacity repository)"
         )
     copy = WorkingCopy.from_config(config.git, default_work_dir(config))
-    copy.sync()
+    if fetch:
+        copy.sync()
     return copy
 
 
@@ -123,7 +127,7 @@ def plan_once(config: Config, snapshot: Path | None, now: datetime, *, dry_run: 
     )
     plan = make_plan(inputs)
     if dry_run:
-        return PlanRun(plan, notes=adopted)
+        return PlanRun(plan, notes=adopted, inventory=inventory)
 
     def replan(current: str | None) -> Plan:
         return make_plan(replace(inputs, committed=committed_groups(read_manifest(current, label))))
@@ -132,7 +136,7 @@ def plan_once(config: Config, snapshot: Path | None, now: datetime, *, dry_run: 
     published = publish(plan, text, replan, copy, forge, config)
     if adopted:
         published = replace(published, notes=adopted + published.notes)
-    return PlanRun(published.plan, published)
+    return PlanRun(published.plan, published, inventory=inventory)
 
 
 def adopt_drift(

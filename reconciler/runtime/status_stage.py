@@ -13,25 +13,37 @@ from pathlib import Path
 
 from reconciler.config import Config
 from reconciler.errors import ReconcilerError
+from reconciler.gitops.proposal import open_proposal
 from reconciler.kube.client import api_client
 from reconciler.kube.control import Switch
-from reconciler.runtime.plan_stage import committed_on_main
-from reconciler.status import StatusReport, build_status
+from reconciler.runtime.plan_stage import committed_on_main, working_copy
+from reconciler.status import ProposalStatus, StatusReport, build_status
 from reconciler.world import observe
 
 
 def status_once(config: Config, snapshot: Path | None, now: datetime) -> StatusReport:
-    committed, label, error, applied = None, None, None, None
+    committed, label, error, applied, proposal = None, None, None, None, None
     if config.git.url:
         try:
             committed, label, applied = committed_on_main(config)
+            proposal = _proposal(config)
         except ReconcilerError as exc:
             error = str(exc)
     inventory = observe(config, snapshot, now)
-    report = build_status(config.cluster, inventory, committed, label, error, last_applied=applied)
+    report = build_status(
+        config.cluster, inventory, committed, label, error, last_applied=applied, proposal=proposal
+    )
     if snapshot is not None:
         return report  # a dump says nothing about the kill switch now
     return replace(report, warnings=report.warnings + tuple(_switch(config)))
+
+
+def _proposal(config: Config) -> ProposalStatus | None:
+    """The open scale-down proposal, as just fetched: beside the manifest, what waits for approval."""
+    found = open_proposal(
+        working_copy(config, fetch=False), config.cluster, config.git.branch, config.manifest_path
+    )
+    return None if found is None else ProposalStatus(found.branch, found.opened_at, found.removals)
 
 
 def _switch(config: Config) -> list[str]:

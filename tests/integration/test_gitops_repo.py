@@ -263,3 +263,29 @@ def test_a_persons_work_counts_whoever_committed_it(seeded_remote: Path, tmp_pat
     amended = _commit_as(seeded_remote, branch, BOT, BOB, "the bot's change, committed by Bob")
     copy.sync()
     assert [c.sha for c in copy.commits_not_by(branch, "main", BOT.email)] == [amended, alices]
+
+
+def test_remote_head_asks_the_remote_without_fetching(git_daemon: GitServer, tmp_path: Path) -> None:
+    """The run loop's cheap "did main move?": one ls-remote over the git protocol."""
+    remote = init_bare(git_daemon.root / "cap.git")
+    copy = copy_of(git_daemon.url("cap.git"), tmp_path / "work")
+    assert copy.remote_head("main") is None  # no such branch yet
+    first = copy.update("main", "capacity/c.yaml", lambda _: Update("cluster: c\n", "capacity(c): one\n"))
+    assert copy.remote_head("main") == first
+    other = copy_of(git_daemon.url("cap.git"), tmp_path / "other")
+    second = other.update(
+        "main", "capacity/c.yaml", lambda _: Update("cluster: c\n#\n", "capacity(c): two\n")
+    )
+    assert copy.remote_head("main") == second == git("rev-parse", "main", cwd=remote).strip()
+    assert copy.head("main") == first  # nothing was fetched
+    assert copy.remote_head("mainline") is None  # a prefix of another branch is not it
+
+
+def test_remote_head_of_a_remote_gone_is_one_line(tmp_path: Path) -> None:
+    remote = init_bare(tmp_path / "gone.git")
+    copy = copy_of(remote, tmp_path / "work")
+    import shutil
+
+    shutil.rmtree(remote)
+    with pytest.raises(OperationError, match=r"^git ls-remote .*gone\.git"):
+        copy.remote_head("main")

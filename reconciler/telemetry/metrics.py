@@ -1,0 +1,409 @@
+"""Prometheus metrics of the `run` loop (docs/metrics.md lists every one).
+
+Names follow cluster-autoscaler's where the meaning is the same (`errors_total`, a per-stage duration
+histogram like its `function_duration_seconds`, a last-activity timestamp, per node group min/max/
+target), with Prometheus conventions where CA breaks them (base units, no `_count` suffix on gauges).
+Every label is bounded: stages, a fixed set of error and refusal kinds, and node group names — and
+the series of a node group that left the plan are removed, so a deleted ASG does not linger as a
+stale value that alerts keep firing on.
+
+Nothing here reads the cluster, AWS or Git: the loop hands over what it already has (a Plan, an
+ApplyReport, its own timings), so a failing edge can still be reported.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from reconciler.apply.outcome import FAILED, REFUSED
+
+if TYPE_CHECKING:
+    from reconciler.apply.outcome import ApplyReport
+    from reconciler.planning.types import Plan
+
+PREFIX = "asg_reconciler_"
+
+# Why a cycle failed; the loop decides which. Anything else is counted as "other".
+ERROR_KINDS = ("kubernetes", "aws", "git", "config", "refused", "suspended", "other")
+
+# What apply did, counted per action (not per group: the group is in the logs and the records).
+ACTIONS = ("raise", "drain", "terminate", "give_back")
+
+# Why a safety gate said no. A fixed set, so the label's cardinality stays bounded whatever the
+# message says; the message itself goes to the logs and apply's records.
+REFUSAL_KINDS = (
+    "suspended",  # the kill switch (ConfigMap or apply.suspend)
+    "not-approved",  # no approving commit for an instance, or the gate said no
+    "expired",  # approved longer ago than scaleDown.proposalTTL
+    "rewritten",  # main's history does not hold the last applied commit (force-push), or goes back
+    "busy",  # the re-check: the node is needed again, pods landed on it, a drain rule stopped it
+    "limits",  # min/max size, or a change that is not an increase
+    "another-writer",  # cluster-autoscaler live, scaling policies, instance refresh, desired set by hand
+    "lease",  # another apply holds the Lease
+    "instance-changed",  # the instance or its node is no longer what was approved (Standby, gone, other)
+    "group-settings",  # AZRebalance unsuspended, mixed-instances weights, not a node group of the cluster
+    "untrusted-records",  # apply's own records cannot be trusted
+    "other",
+)
+
+# Ordered: the first pattern that matches a refusal message names its kind. Written against the
+# messages of reconciler/apply/, reconciler/aws/actuation.py, kube/control.py, kube/lease.py,
+# kube/drain.py and runtime/apply_stage.py; a message none matches is "other".
+_REFUSAL_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (kind, re.compile(pattern, re.IGNORECASE))
+    for kind, pattern in (
+        ("suspended", r"asg-reconciler resume|\bsuspended (by|at|:)|\bis suspended\b"),
+        ("untrusted-records", r"records cannot be trusted"),
+        (
+            "rewritten",
+            r"rewritten around it|is not on the first-parent history of|older than the last applied",
+        ),
+        ("expired", r"proposalTTL"),
+        (
+            "not-approved",
+            r"not approved|no commit on the first-parent history|cannot tell which commit added it|"
+            r"no longer an approved removal",
+        ),
+        ("lease", r"holds lease"),
+        (
+            "another-writer",
+            r"cluster-autoscaler is live|scaling policies|instance refresh|above the manifest|"
+            r"changed from \d+ to \d+ while applying",
+        ),
+        (
+            "instance-changed",
+            r"now belongs to|its node changed since|not marking node|Standby|in-service instances|"
+            r"not terminating it",
+        ),
+        ("busy", r"no longer safe to remove|pods landed on|drain of \S+ stopped"),
+        ("limits", r"\b(min|max) size\b|not an increase"),
+        (
+            "group-settings",
+            r"AZRebalance|mixed-instances weights|not a node group of cluster",
+        ),
+    )
+)
+
+# Apply's notes that say what happened rather than why something was refused (reconciler/apply/).
+_INFORMATIONAL = re.compile(
+    r"^(raised desired|would |drained |terminated |drift: |apply\.drift |manifest wants )"
+)
+_DRIFT = re.compile(r"^drift: desired (?:lowered|raised) outside the tool from (\d+) to (\d+)")
+_GIVEN_BACK_AFTER_REFUSAL = re.compile(r"; node \S+ given back$")
+_RECOVERED = "an earlier apply recorded the intent"
+
+# Cycle durations: a plan takes seconds, an apply with drains up to apply.drainTimeout per batch.
+_CYCLE_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600)
+
+CLUSTER = "cluster"
+
+
+def refusal_kind(message: str) -> str:
+    """The bounded kind of a refusal message (a RefusedError's text, or a refused note of apply)."""
+    if message in REFUSAL_KINDS:
+        return message
+    for kind, pattern in _REFUSAL_PATTERNS:
+        if pattern.search(message):
+            return kind
+    return "other"
+
+
+def error_kind_label(kind: str | None) -> str | None:
+    """`kind` if it is one of ERROR_KINDS, else "other" (a label never takes free text)."""
+    if kind is None:
+        return None
+    return kind if kind in ERROR_KINDS else "other"
+
+
+def _utc_timestamp(when: datetime) -> float:
+    """Seconds since the epoch; a naive datetime is taken as UTC (the project's clock is UTC)."""
+    return (when if when.tzinfo is not None else when.replace(tzinfo=UTC)).timestamp()
+
+
+class Metrics:
+    """The loop's metrics, on a registry of their own (tests make many; the server serves this one)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self._lock = threading.Lock()
+        self._plan_groups: set[str] = set()
+        self._drift_groups: set[str] = set()
+        self._suspended_groups: set[str] = set()
+        self._stages: set[str] = set()
+        r = self.registry
+
+        # the loop
+        self.cycle_duration = Histogram(
+            PREFIX + "cycle_duration_seconds",
+            "Time one cycle of a stage took, errors included.",
+            ["stage"],
+            buckets=_CYCLE_BUCKETS,
+            registry=r,
+        )
+        self.cycles = Counter(
+            PREFIX + "cycles", "Cycles a stage finished, errors included.", ["stage"], registry=r
+        )
+        self.errors = Counter(
+            PREFIX + "errors",
+            "Cycles of a stage that ended in an error, by kind (" + ", ".join(ERROR_KINDS) + ").",
+            ["stage", "kind"],
+            registry=r,
+        )
+        self.last_success = Gauge(
+            PREFIX + "last_success_timestamp_seconds",
+            "When a stage last finished a cycle without error (Unix time).",
+            ["stage"],
+            registry=r,
+        )
+        self.leader_gauge = Gauge(
+            PREFIX + "leader",
+            "1 while this process leads a stage (holds its Lease), 0 while it follows.",
+            ["stage"],
+            registry=r,
+        )
+        self.cluster_suspended = Gauge(
+            PREFIX + "suspended",
+            "1 while the kill switch stops apply for the whole cluster.",
+            registry=r,
+        )
+        self.group_suspended = Gauge(
+            PREFIX + "node_group_suspended",
+            "1 while the kill switch stops apply for the node group (only suspended groups have a series).",
+            ["node_group"],
+            registry=r,
+        )
+
+        # the plan
+        self.node_groups = Gauge(PREFIX + "node_groups", "Node groups in the last plan.", registry=r)
+        self.pending_pods = Gauge(
+            PREFIX + "pending_pods",
+            "Unschedulable pods in the last plan; helpable=false: no node group can help them.",
+            ["helpable"],
+            registry=r,
+        )
+        self.unremovable_nodes = Gauge(
+            PREFIX + "unremovable_nodes",
+            "Nodes the last plan found unneeded but could not remove (reasons in the plan).",
+            registry=r,
+        )
+        self.current_nodes = Gauge(
+            PREFIX + "node_group_current_nodes",
+            "The ASG's DesiredCapacity when the plan was made.",
+            ["node_group"],
+            registry=r,
+        )
+        self.desired_nodes = Gauge(
+            PREFIX + "node_group_desired_nodes",
+            "The capacity the last plan wants for the group (its target).",
+            ["node_group"],
+            registry=r,
+        )
+        self.min_nodes = Gauge(
+            PREFIX + "node_group_min_nodes", "The ASG's MinSize.", ["node_group"], registry=r
+        )
+        self.max_nodes = Gauge(
+            PREFIX + "node_group_max_nodes", "The ASG's MaxSize.", ["node_group"], registry=r
+        )
+        self.held = Gauge(
+            PREFIX + "node_group_held",
+            "1 when the manifest holds the group (hold: true): the planner leaves it alone.",
+            ["node_group"],
+            registry=r,
+        )
+        self.backoff = Gauge(
+            PREFIX + "node_group_backoff",
+            "1 while scale-up of the group is backed off (its new instances did not register in time).",
+            ["node_group"],
+            registry=r,
+        )
+        self.backoff_remaining = Gauge(
+            PREFIX + "node_group_backoff_remaining_seconds",
+            "Seconds until the group's scale-up backoff ends; 0 when not backed off.",
+            ["node_group"],
+            registry=r,
+        )
+        self.open_proposals = Gauge(
+            PREFIX + "open_proposals", "Scale-down proposals waiting for approval.", registry=r
+        )
+        self.oldest_proposal_age = Gauge(
+            PREFIX + "oldest_open_proposal_age_seconds",
+            "Age of the oldest open scale-down proposal; 0 when none is open.",
+            registry=r,
+        )
+
+        # apply
+        self.actions = Counter(
+            PREFIX + "apply_actions",
+            "What apply did: raise (a SetDesiredCapacity), drain (a node drained), terminate (an instance "
+            "terminated with decrement), give_back (our drain taint taken off a node).",
+            ["action"],
+            registry=r,
+        )
+        self.refusals = Counter(
+            PREFIX + "apply_refusals",
+            "Refusals by a safety gate, by kind (" + ", ".join(REFUSAL_KINDS) + ").",
+            ["reason"],
+            registry=r,
+        )
+        self.drift = Gauge(
+            PREFIX + "node_group_drift_nodes",
+            "DesiredCapacity changed outside the tool since the last apply, as apply last saw it "
+            "(AWS now minus what apply left; 0 when none).",
+            ["node_group"],
+            registry=r,
+        )
+        for action in ACTIONS:
+            self.actions.labels(action)
+        for kind in REFUSAL_KINDS:
+            self.refusals.labels(kind)
+        for helpable in ("true", "false"):
+            self.pending_pods.labels(helpable)
+
+    # ------------------------------------------------------------------------------------ the loop
+
+    def _stage(self, stage: str) -> None:
+        """Create a stage's series at zero on first sight, so rate() and absent() work from the start."""
+        with self._lock:
+            if stage in self._stages:
+                return
+            self._stages.add(stage)
+        self.cycles.labels(stage)
+        for kind in ERROR_KINDS:
+            self.errors.labels(stage, kind)
+
+    def cycle(self, stage: str, seconds: float, error_kind: str | None) -> None:
+        """One cycle of `stage` finished after `seconds`; `error_kind` says why it failed, if it did."""
+        self._stage(stage)
+        self.cycle_duration.labels(stage).observe(max(0.0, seconds))
+        self.cycles.labels(stage).inc()
+        kind = error_kind_label(error_kind)
+        if kind is not None:
+            self.errors.labels(stage, kind).inc()
+
+    def success(self, stage: str, when: datetime) -> None:
+        """The last successful plan / apply, like cluster-autoscaler's last_activity."""
+        self._stage(stage)
+        self.last_success.labels(stage).set(_utc_timestamp(when))
+
+    def leader(self, stage: str, is_leader: bool) -> None:
+        self.leader_gauge.labels(stage).set(1 if is_leader else 0)
+
+    def suspended(self, scope: str, on: bool) -> None:
+        """`scope` is "cluster" or a node group name. A group's series exists only while it is
+        suspended (so resumed or deleted groups leave nothing behind)."""
+        if scope == CLUSTER:
+            self.cluster_suspended.set(1 if on else 0)
+            return
+        with self._lock:
+            if on:
+                self._suspended_groups.add(scope)
+                self.group_suspended.labels(scope).set(1)
+            elif scope in self._suspended_groups:
+                self._suspended_groups.discard(scope)
+                self.group_suspended.remove(scope)
+
+    def suspensions(self, cluster: bool, groups: Iterable[str]) -> None:
+        """The whole switch at once (what the ConfigMap says now): groups not named are resumed."""
+        self.suspended(CLUSTER, cluster)
+        wanted = set(groups)
+        with self._lock:
+            gone = self._suspended_groups - wanted
+        for name in gone:
+            self.suspended(name, False)
+        for name in wanted:
+            self.suspended(name, True)
+
+    # ------------------------------------------------------------------------------------ the plan
+
+    def plan(self, plan: Plan, now: datetime) -> None:
+        """The gauges of one plan; groups that left it lose their series."""
+        helpable = sum(1 for p in plan.pending if p.node_group is not None)
+        self.pending_pods.labels("true").set(helpable)
+        self.pending_pods.labels("false").set(len(plan.pending) - helpable)
+        self.unremovable_nodes.set(len(plan.unremovable))
+        self.node_groups.set(len(plan.groups))
+        names = {g.name for g in plan.groups}
+        with self._lock:
+            for name in self._plan_groups - names:
+                for gauge in self._group_gauges():
+                    gauge.remove(name)
+            self._plan_groups = names
+            for g in plan.groups:
+                self.current_nodes.labels(g.name).set(g.current)
+                self.desired_nodes.labels(g.name).set(g.desired)
+                self.min_nodes.labels(g.name).set(g.min_size)
+                self.max_nodes.labels(g.name).set(g.max_size)
+                self.held.labels(g.name).set(1 if g.held else 0)
+                remaining = 0.0
+                if g.backoff_until is not None:
+                    remaining = max(0.0, _utc_timestamp(g.backoff_until) - _utc_timestamp(now))
+                self.backoff.labels(g.name).set(1 if remaining > 0 else 0)
+                self.backoff_remaining.labels(g.name).set(remaining)
+
+    def _group_gauges(self) -> tuple[Gauge, ...]:
+        return (
+            self.current_nodes,
+            self.desired_nodes,
+            self.min_nodes,
+            self.max_nodes,
+            self.held,
+            self.backoff,
+            self.backoff_remaining,
+        )
+
+    def proposals(self, count: int, oldest_age_seconds: float | None) -> None:
+        self.open_proposals.set(count)
+        self.oldest_proposal_age.set(max(0.0, oldest_age_seconds or 0.0) if count else 0.0)
+
+    # ---------------------------------------------------------------------------------------- apply
+
+    def apply(self, report: ApplyReport) -> None:
+        """Count what one apply run did and refused, and set drift per group.
+
+        Read from the report's notes (reconciler/apply/ writes them): "raised desired", "drained ...
+        and terminated ...", "; node ... given back", "drift: desired lowered/raised outside the tool
+        from A to B". A refused group's other notes are its refusals; in a failed group only notes
+        that match a refusal kind are counted (the rest are the failures, counted by cycle()). A dry
+        run's "would ..." notes count nothing.
+        """
+        counts = dict.fromkeys(ACTIONS, 0)
+        counts["give_back"] = sum(1 for entry in report.given_back if ": given back (" in entry)
+        drift: dict[str, int] = {}
+        for g in report.groups:
+            drift[g.name] = 0
+            counts["terminate"] += len(g.terminated) - sum(1 for n in g.notes if _RECOVERED in n)
+            for note in g.notes:
+                if note.startswith("raised desired "):
+                    counts["raise"] += 1
+                elif note.startswith("drained "):
+                    counts["drain"] += 1
+                if _GIVEN_BACK_AFTER_REFUSAL.search(note):
+                    counts["give_back"] += 1
+                moved = _DRIFT.match(note)
+                if moved:
+                    drift[g.name] = int(moved[2]) - int(moved[1])
+                if g.action not in (REFUSED, FAILED) or _INFORMATIONAL.match(note):
+                    continue
+                kind = refusal_kind(note)
+                if g.action == REFUSED or kind != "other":
+                    self.refusals.labels(kind).inc()
+        for action, n in counts.items():
+            if n:
+                self.actions.labels(action).inc(n)
+        with self._lock:
+            for name in self._drift_groups - drift.keys():
+                self.drift.remove(name)
+            self._drift_groups = set(drift)
+            for name, value in drift.items():
+                self.drift.labels(name).set(value)
+
+    def refused(self, reason_kind: str) -> None:
+        """A refusal outside a report (the whole run refused: Lease held, kill switch, history
+        rewritten, cluster-autoscaler live). Takes a kind, or a message that is mapped to one."""
+        self.refusals.labels(refusal_kind(reason_kind)).inc()

@@ -198,12 +198,12 @@ def test_messages_are_bounded_to_1kib() -> None:
 
 SCRIPT = """
 import sys
-import reconciler.telemetry.events
+import reconciler.telemetry.events, reconciler.telemetry.status
 print("\\n".join(sorted(sys.modules)))
 """
 
 
-def test_events_import_no_edge_library() -> None:
+def test_events_and_status_import_no_edge_library() -> None:
     """telemetry/ is pure: the loop reports on kubernetes, AWS and git failing without them."""
     out = subprocess.run([sys.executable, "-c", SCRIPT], check=True, capture_output=True, text=True).stdout
     bad = [m for m in out.split() if m.split(".")[0] in ("kubernetes", "boto3", "botocore", "git")]

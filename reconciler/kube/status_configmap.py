@@ -1,0 +1,152 @@
+"""The status ConfigMap `asg-reconciler-status`, as cluster-autoscaler keeps `cluster-autoscaler-status`:
+`data.status` holds the readable document (reconciler/telemetry/status.py) and the annotation
+`asg-reconciler.dev/last-updated` when it last changed (CA: `cluster-autoscaler.kubernetes.io/
+last-updated`).
+
+Unlike CA, which rewrites its ConfigMap every loop, this writes only when the text differs from what
+is there: a GET per publish, a write only on change (created when absent; otherwise a merge patch
+carrying the resourceVersion read, so a concurrent writer is never overwritten blindly: on a
+conflict, read and decide again, once). Only our key and annotation are touched; anything else a
+person put there stays. Never raises: the status is a courtesy, the loop goes on without it.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+import urllib3
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+_log = logging.getLogger(__name__)
+
+STATUS_CONFIGMAP = "asg-reconciler-status"
+STATUS_KEY = "status"
+LAST_UPDATED_ANNOTATION = "asg-reconciler.dev/last-updated"
+_MERGE_PATCH = "application/merge-patch+json"
+
+
+def _time(when: datetime) -> str:
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class _Conflict(Exception):
+    """Someone wrote between our read and our write."""
+
+
+class StatusConfigMap:
+    """Publishes the status text into one namespace's `asg-reconciler-status`."""
+
+    def __init__(
+        self,
+        api: k8s.ApiClient,
+        namespace: str,
+        name: str = STATUS_CONFIGMAP,
+        *,
+        request_timeout: float = 10.0,
+    ) -> None:
+        self.core = k8s.CoreV1Api(api)
+        self.namespace = namespace
+        self.name = name
+        self.request_timeout = request_timeout
+        self._failing = False  # log the first failure of a streak, not one per cycle
+
+    @property
+    def where(self) -> str:
+        return f"configmap {self.namespace}/{self.name}"
+
+    def publish(self, text: str, now: datetime) -> bool:
+        """Write `text` unless it is already there; True when written. Never raises."""
+        try:
+            for _ in range(2):
+                try:
+                    written = self._publish(text, now)
+                except _Conflict:
+                    continue
+                self._recovered()
+                return written
+            self._failed("it changed under both writes (409 Conflict); the next cycle tries again")
+        except ApiException as exc:
+            self._failed(f"HTTP {exc.status} {exc.reason or ''}".strip())
+        except urllib3.exceptions.HTTPError as exc:
+            reason = getattr(exc, "reason", None) or exc
+            self._failed(str(reason).splitlines()[0] if str(reason) else type(exc).__name__)
+        except ValueError as exc:
+            self._failed(f"unreadable answer: {exc}")
+        return False
+
+    def _publish(self, text: str, now: datetime) -> bool:
+        current = self._read()
+        if current is None:
+            body: Any = {  # a plain dict: the client sends it as is
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {
+                    "name": self.name,
+                    "namespace": self.namespace,
+                    "annotations": {LAST_UPDATED_ANNOTATION: _time(now)},
+                },
+                "data": {STATUS_KEY: text},
+            }
+            try:
+                self.core.create_namespaced_config_map(
+                    self.namespace, body, _preload_content=False, _request_timeout=self.request_timeout
+                )
+            except ApiException as exc:
+                if exc.status == 409:  # created meanwhile (another replica): read it and compare
+                    raise _Conflict from None
+                raise
+            return True
+        if (current.get("data") or {}).get(STATUS_KEY) == text:
+            return False
+        meta = current.get("metadata") or {}
+        patch = {
+            "metadata": {
+                "resourceVersion": str(meta.get("resourceVersion") or ""),
+                "annotations": {LAST_UPDATED_ANNOTATION: _time(now)},
+            },
+            "data": {STATUS_KEY: text},
+        }
+        try:
+            self.core.patch_namespaced_config_map(
+                self.name,
+                self.namespace,
+                patch,
+                _content_type=_MERGE_PATCH,
+                _preload_content=False,
+                _request_timeout=self.request_timeout,
+            )
+        except ApiException as exc:
+            if exc.status in (404, 409):  # deleted or changed since our read: decide again
+                raise _Conflict from None
+            raise
+        return True
+
+    def _read(self) -> dict[str, Any] | None:
+        try:
+            response: Any = self.core.read_namespaced_config_map(
+                self.name, self.namespace, _preload_content=False, _request_timeout=self.request_timeout
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        body = orjson.loads(response.data)
+        if not isinstance(body, dict):
+            raise ValueError("not an object")
+        return body
+
+    def _failed(self, why: str) -> None:
+        log = _log.debug if self._failing else _log.warning
+        log("status: cannot write %s: %s", self.where, why)
+        self._failing = True
+
+    def _recovered(self) -> None:
+        if self._failing:
+            _log.info("status: %s reachable again", self.where)
+        self._failing = False

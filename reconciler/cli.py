@@ -54,8 +54,28 @@ def _now() -> datetime:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="asg-reconciler")
-def cli() -> None:
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    envvar="ASG_RECONCILER_LOG_FORMAT",
+    show_default=True,
+    help="Log lines for people (text) or collectors (json); env ASG_RECONCILER_LOG_FORMAT.",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    default=None,
+    envvar="ASG_RECONCILER_LOG_LEVEL",
+    help="Default: info for `run`, warning for one-shot commands.",
+)
+@click.pass_context
+def cli(context: click.Context, log_format: str, log_level: str | None) -> None:
     """Desired capacity of every ASG behind a Kubernetes cluster, as reviewed Git commits."""
+    from reconciler.telemetry.logs import configure_logging
+
+    looping = context.invoked_subcommand == "run"
+    configure_logging(log_format, log_level or ("info" if looping else "warning"))
 
 
 @cli.command()
@@ -124,6 +144,17 @@ def apply_command(config_file: str | None, output: str, dry_run: bool, ref: str 
     else:
         click.echo(to_yaml(run.report.to_dict()), nl=False)
     return run.report.exit_code
+
+
+@cli.command(name="run")
+@_config_option
+def run_command(config_file: str | None) -> int:
+    """Serve the stages of run.stages until stopped: plan on a timer and as soon as a pod is
+    unschedulable, apply when git.branch moves; leader election, /metrics, /healthz, /readyz,
+    events and the status ConfigMap (docs/operations.md). SIGTERM or Ctrl-C: stop safely, exit 0."""
+    from reconciler.runtime.run_loop import run_forever
+
+    return run_forever(config_path(config_file))
 
 
 @cli.command()
@@ -224,18 +255,31 @@ def demo(keep: Path | None) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: user mistakes and failed operations become one line and an exit code."""
+    """Entry point: user mistakes and failed operations become one line and an exit code; Ctrl-C
+    (a KeyboardInterrupt anywhere, which click turns into Abort) is "aborted" and exit 130, at once.
+
+    Run as the program (`argv` None), an interrupted command has unwound its own work by then and
+    leaves without the interpreter's teardown, which joins threads that are not daemons (GitPython's
+    watchdog of a `git fetch` lives its whole 120 s; a worker may sit in a socket read) and takes a
+    second or more once moto is loaded. Exit handlers still run (the client's temporary credential
+    files are removed, logs flushed)."""
+    import atexit
+    import os
+
     try:
         result = cli.main(args=argv, prog_name="asg-reconciler", standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        sys.exit(130)
     except click.ClickException as exc:
         exc.show()
         sys.exit(2 if isinstance(exc, click.UsageError) else exc.exit_code)
     except ReconcilerError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        click.echo("aborted", err=True)
+        if argv is None:
+            atexit._run_exitfuncs()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(130)
         sys.exit(130)
     sys.exit(result if isinstance(result, int) else 0)

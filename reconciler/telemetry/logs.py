@@ -198,7 +198,10 @@ def configure_logging(
     for old in [h for h in root.handlers if getattr(h, _OURS, False)]:
         root.removeHandler(old)
         old.close()
+    handler.setLevel(number)  # a library logger set lower (werkzeug's INFO) still stops here
     root.addHandler(handler)
     root.setLevel(number)
     for name in NOISY:
         logging.getLogger(name).setLevel(max(logging.WARNING, number))
+    # urllib3's "Retrying (...)" warnings repeat what our own errors and retries already say
+    logging.getLogger("urllib3").setLevel(max(logging.ERROR, number))

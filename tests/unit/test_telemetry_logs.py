@@ -114,7 +114,7 @@ def test_the_real_environment_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_library_loggers_redacted_too() -> None:
     out = io.StringIO()
     configure_logging("text", "debug", stream=out, environ=ENV)
-    logging.getLogger("urllib3").warning("retrying https://u:%s@api.github.com", SECRET)
+    logging.getLogger("botocore").warning("retrying https://u:%s@api.github.com", SECRET)
     assert len(lines(out)) == 1
     assert SECRET not in out.getvalue() and "https://api.github.com" in out.getvalue()
 

@@ -1,0 +1,262 @@
+"""Latency and soak of `asg-reconciler run` (the run issue).
+
+Latency: a plan-stage and an apply-stage `run` process (the split deployment: two processes, two
+Leases), against the fake Kubernetes API and moto, with `run.interval: 30s` and the other run keys at
+their defaults. Each trial creates one unschedulable pod that needs a new node and measures the time
+until the ASG's DesiredCapacity has risen (DescribeAutoScalingGroups polled every 50 ms), i.e. watch
+-> debounce -> plan -> commit -> ls-remote -> apply -> SetDesiredCapacity. Targets over 20 trials:
+median <= 5 s, max <= 10 s (cluster-autoscaler's published expectation: about 5 s on average).
+
+Soak: one `run` process with both stages cycling back to back (`run.interval: 10ms`) for at least
+2,000 cycles; the RSS after the first 200 cycles against the RSS at the end. Target: growth < 10%.
+
+    python benchmarks/latency.py [--trials N] [--soak-cycles N] [--no-soak]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+
+from reconciler.demo.kube_api import FakeKubeAPI  # noqa: E402
+from reconciler.demo.mock_aws import mock_aws  # noqa: E402
+from tests.fakes import k8s_objects as k  # noqa: E402
+from tests.fixtures_git import free_port  # noqa: E402
+from tests.fixtures_kube import write_kubeconfig  # noqa: E402
+
+TARGET_MEDIAN, TARGET_MAX, TARGET_GROWTH = 5.0, 10.0, 0.10
+ALLOCATABLE = {"cpu": "1930m", "memory": "1451Mi", "pods": "11"}  # a t3.small as EKS reports it
+TAGS = {"k8s.io/cluster-autoscaler/enabled": "true", "k8s.io/cluster-autoscaler/bench": "owned"}
+
+
+class World:
+    """One ASG `general` behind the fake API, a bare capacity repo, apply's record key."""
+
+    def __init__(self, tmp: Path, kube: FakeKubeAPI) -> None:
+        import boto3
+
+        self.tmp, self.kube = tmp, kube
+        self.autoscaling: Any = boto3.client("autoscaling", region_name="us-east-1")
+        ec2: Any = boto3.client("ec2", region_name="us-east-1")
+        template = ec2.create_launch_template(
+            LaunchTemplateName="lt",
+            LaunchTemplateData={"InstanceType": "t3.small", "ImageId": "ami-12345678"},
+        )["LaunchTemplate"]["LaunchTemplateId"]
+        self.autoscaling.create_auto_scaling_group(
+            AutoScalingGroupName="general",
+            MinSize=1,
+            MaxSize=100,
+            DesiredCapacity=2,
+            AvailabilityZones=["us-east-1a"],
+            LaunchTemplate={"LaunchTemplateId": template},
+            Tags=[
+                {
+                    "ResourceId": "general",
+                    "ResourceType": "auto-scaling-group",
+                    "Key": key,
+                    "Value": value,
+                    "PropagateAtLaunch": True,
+                }
+                for key, value in TAGS.items()
+            ],
+        )
+        for instance in self.instances():
+            self.register(instance)
+        remote = tmp / "capacity.git"
+        subprocess.run(["git", "init", "-q", "--bare", "--initial-branch=main", str(remote)], check=True)
+        key = tmp / "record-key"
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "", "-f", str(key)], check=True)
+        self.base = (
+            "cluster: bench\nregion: us-east-1\n"
+            "nodeGroups: {autoDiscovery: ['asg:tag=k8s.io/cluster-autoscaler/enabled,"
+            "k8s.io/cluster-autoscaler/bench']}\n"
+            "scaleDown: {enabled: false}\n"
+            f"git: {{url: '{remote}'}}\n"
+            f"kubernetes: {{kubeconfig: '{write_kubeconfig(tmp / 'kubeconfig', kube.url)}'}}\n"
+            f"apply: {{signingKey: '{key}'}}\n"
+        )
+
+    def instances(self) -> list[str]:
+        groups = self.autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=["general"])
+        return sorted(i["InstanceId"] for i in groups["AutoScalingGroups"][0]["Instances"])
+
+    def desired(self) -> int:
+        groups = self.autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=["general"])
+        return int(groups["AutoScalingGroups"][0]["DesiredCapacity"])
+
+    def register(self, instance: str) -> str:
+        name = f"node-{instance}"
+        self.kube.put(
+            k.node(
+                name,
+                instance_id=instance,
+                zone="us-east-1a",
+                instance_type="t3.small",
+                allocatable=ALLOCATABLE,
+            )
+        )
+        return name
+
+    def config(self, stages: str, port: int, interval: str, cache: str) -> Path:
+        path = self.tmp / f"{cache}.yaml"
+        path.write_text(
+            self.base + f"run: {{stages: [{stages}], interval: {interval}, namespace: kube-system, "
+            f"metricsAddress: '127.0.0.1:{port}'}}\n"
+        )
+        return path
+
+
+class Process:
+    def __init__(self, world: World, stages: str, interval: str, name: str) -> None:
+        self.port = free_port()
+        config = world.config(stages, self.port, interval, name)
+        env = {**os.environ, "XDG_CACHE_HOME": str(world.tmp / f"cache-{name}"), "PYTHONUNBUFFERED": "1"}
+        self.log = open(world.tmp / f"{name}.log", "wb")  # noqa: SIM115 - for the process's life
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "reconciler", "run", "--config", str(config)],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+
+    def get(self, path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as reply:
+                return reply.status, reply.read().decode()
+        except OSError as exc:
+            return getattr(exc, "code", 0), str(exc)
+
+    def metric(self, name: str, **labels: str) -> float:
+        code, text = self.get("/metrics")
+        for family in text_string_to_metric_families(text if code == 200 else ""):
+            for sample in family.samples:
+                if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                    return float(sample.value)
+        return 0.0
+
+    def rss(self) -> int:
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        return 0
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        self.log.close()
+
+
+def wait(what: Any, timeout: float, message: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not what():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timed out waiting for {message}")
+        time.sleep(0.05)
+
+
+def latency(world: World, trials: int) -> list[float]:
+    plan = Process(world, "plan", "30s", "plan")
+    apply = Process(world, "apply", "30s", "apply")
+    try:
+        wait(lambda: plan.get("/readyz")[0] == 200 and apply.get("/readyz")[0] == 200, 60, "readiness")
+        wait(lambda: apply.metric("asg_reconciler_cycles_total", stage="apply") >= 1, 60, "a first apply")
+        seconds = []
+        rng = random.Random(7)
+        for trial in range(trials):
+            time.sleep(rng.uniform(0.5, 2.5))  # not in step with the loops' polls
+            before, known = world.desired(), set(world.instances())
+            name = f"big-{trial}"
+            world.kube.put(
+                k.pod(name, "shop", requests={"cpu": "1500m"}, owner_kind="ReplicaSet", owner_name="web")
+            )
+            started = time.monotonic()
+            wait(lambda b=before: world.desired() > b, 30, f"trial {trial}'s scale-up")
+            seconds.append(time.monotonic() - started)
+            node = world.register(next(iter(set(world.instances()) - known)))
+            world.kube.put(  # the scheduler places the pod on its new node
+                k.pod(
+                    name,
+                    "shop",
+                    node_name=node,
+                    requests={"cpu": "1500m"},
+                    owner_kind="ReplicaSet",
+                    owner_name="web",
+                )
+            )
+            print(f"   trial {trial + 1:2d}: {seconds[-1]:.2f}s", flush=True)
+        return seconds
+    finally:
+        plan.stop()
+        apply.stop()
+
+
+def soak(world: World, cycles: int) -> tuple[int, int, float]:
+    both = Process(world, "plan, apply", "10ms", "soak")
+    try:
+
+        def done(n: int) -> bool:
+            return both.metric("asg_reconciler_cycles_total", stage="plan") >= n
+
+        wait(lambda: done(200), 600, "200 warm-up cycles")
+        warm = both.rss()
+        started = time.monotonic()
+        wait(lambda: done(cycles), 3600, f"{cycles} cycles")
+        end = both.rss()
+        return warm, end, time.monotonic() - started
+    finally:
+        both.stop()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--trials", type=int, default=20)
+    parser.add_argument("--soak-cycles", type=int, default=2000)
+    parser.add_argument("--no-soak", action="store_true")
+    args = parser.parse_args()
+    missed = []
+    with tempfile.TemporaryDirectory() as tmp, mock_aws(), FakeKubeAPI() as kube:
+        world = World(Path(tmp), kube)
+        seconds = latency(world, args.trials)
+        median, worst = statistics.median(seconds), max(seconds)
+        print(
+            f"latency: pending pod -> SetDesiredCapacity over {len(seconds)} trials: median {median:.2f}s "
+            f"(target <= {TARGET_MEDIAN}s), max {worst:.2f}s (target <= {TARGET_MAX}s)"
+        )
+        if median > TARGET_MEDIAN or worst > TARGET_MAX:
+            missed.append("latency")
+        if not args.no_soak:
+            warm, end, took = soak(world, args.soak_cycles)
+            growth = (end - warm) / warm
+            print(
+                f"soak: {args.soak_cycles} plan cycles (and apply's) in {took:.0f}s: "
+                f"RSS {warm / 2**20:.0f} MiB "
+                f"after 200, {end / 2**20:.0f} MiB at the end: growth {100 * growth:.1f}% "
+                f"(target < {100 * TARGET_GROWTH:.0f}%)"
+            )
+            if growth >= TARGET_GROWTH:
+                missed.append("soak")
+    if missed:
+        print(f"missed: {', '.join(missed)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,508 @@
+"""`asg-reconciler run`: the stages of `run.stages` as one long-running process (docs/operations.md).
+
+Each stage is a thread behind its own leader election (the Lease `asg-reconciler-<stage>-leader-
+<cluster>` in `run.namespace`), and each cycle is exactly `plan_once` or `apply_once`: this module
+only decides when, and tells people what happened (metrics, health, events, the status ConfigMap,
+logs). The plan stage cycles every `run.interval` and, debounced, as soon as a pod becomes
+unschedulable (a watch, not a poll); the apply stage every `run.interval` and as soon as
+`git ls-remote` says `git.branch` moved. A failed cycle is logged and counted and the stage backs
+off; only a bad config at start ends the process (exit 2). SIGTERM or Ctrl-C: the current step
+finishes or is abandoned safely, the Leases are released, exit 0 (a second signal: exit 130 at once).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import signal
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+from reconciler.config import Config, load_config
+from reconciler.errors import ReconcilerError, RefusedError, StopRequested, UserError
+from reconciler.gitops.proposal import OpenProposal, open_proposal
+from reconciler.gitops.repo import WorkingCopy
+from reconciler.kube.client import api_client, run_namespace
+from reconciler.kube.control import SuspendedError, Switch
+from reconciler.kube.events import EventRecorder
+from reconciler.kube.leader import LeaderElector
+from reconciler.kube.status_configmap import StatusConfigMap
+from reconciler.kube.watch import UnschedulableWatch
+from reconciler.runtime.apply_stage import LoopHooks, apply_once
+from reconciler.runtime.plan_stage import PlanRun, default_work_dir, plan_once
+from reconciler.runtime.shutdown import Shutdown
+from reconciler.telemetry.events import EventSpec, apply_events, plan_events
+from reconciler.telemetry.metrics import Metrics
+from reconciler.telemetry.server import Health, TelemetryServer
+from reconciler.telemetry.status import StageResult, render_status, settle, status_document
+
+_log = logging.getLogger("reconciler.run")
+
+PLAN, APPLY = "plan", "apply"
+_SLICE = 0.5  # seconds: how often a waiting stage looks at its triggers, the Lease and the stop request
+
+
+def error_kind(exc: BaseException) -> str:
+    """A bounded label for what failed (metrics, logs): which outside system, or which answer."""
+    if isinstance(exc, SuspendedError):
+        return "suspended"
+    if isinstance(exc, RefusedError):
+        return "refused"
+    if isinstance(exc, UserError):
+        return "config"
+    text = str(exc)
+    if "Kubernetes API" in text or "Lease" in text:
+        return "kubernetes"
+    if "AWS" in text or "aws" in text.split(":", 1)[0]:
+        return "aws"
+    if text.startswith("git ") or "git " in text.split(":", 1)[0]:
+        return "git"
+    return "other"
+
+
+@dataclass(frozen=True)
+class _RestartOnly:
+    """Keys read once at start: a change in the file is reported and waits for a restart."""
+
+    cluster: str
+    run: object
+    kubernetes: object
+
+    @staticmethod
+    def of(config: Config) -> _RestartOnly:
+        return _RestartOnly(config.cluster, config.run, config.kubernetes)
+
+
+class ConfigSource:
+    """The config file, read again at every cycle: most keys take effect at the next cycle; the
+    cluster, `run.*` and `kubernetes.*` need a restart (logged once when they change). A file that
+    no longer loads keeps the last good config and is reported until it is fixed."""
+
+    def __init__(self, path: Path, config: Config, metrics: Metrics) -> None:
+        self.path = path
+        self.current = config
+        self._fixed = _RestartOnly.of(config)
+        self._metrics = metrics
+        self._said = ""
+        self._lock = threading.Lock()
+
+    def read(self, stage: str) -> Config:
+        with self._lock:
+            try:
+                fresh = load_config(self.path)
+            except ReconcilerError as exc:
+                self._metrics.cycle(stage, 0.0, "config")
+                self._say(f"config: {exc}; going on with the last good config until it is fixed", True)
+                return self.current
+            if _RestartOnly.of(fresh) != self._fixed:
+                self._say(
+                    f"config: {self.path}: cluster, run.* or kubernetes.* changed: takes a restart", True
+                )
+                fresh = replace(fresh, cluster=self._fixed.cluster, run=self.current.run)
+                fresh = replace(fresh, kubernetes=self.current.kubernetes)
+            elif self._said:
+                self._say("", False)
+            self.current = fresh
+            return fresh
+
+    def _say(self, text: str, warn: bool) -> None:
+        if text != self._said and warn:
+            _log.warning("%s", text)
+        self._said = text
+
+
+class Stage:
+    """One stage's thread: leadership, triggers, cycles, backoff."""
+
+    def __init__(self, name: str, runner: Runner) -> None:
+        self.name = name
+        self.runner = runner
+        config = runner.config
+        self.lease_name = f"asg-reconciler-{name}-leader-{config.cluster}"
+        self.elector = LeaderElector(
+            runner.kube,
+            runner.namespace,
+            self.lease_name,
+            runner.identity,
+            lease_duration=config.run.lease_duration.total_seconds(),
+            renew_deadline=config.run.renew_deadline.total_seconds(),
+            retry_period=config.run.retry_period.total_seconds(),
+            on_change=self._leadership,
+        )
+        self.wake = threading.Event()  # a trigger: a pod went unschedulable, main moved
+        self.failures = 0
+        self.wait = 0.0  # seconds the stage waits before its next cycle (backoff included)
+        self.next_due = 0.0  # time.monotonic() of the next cycle
+        self.thread = threading.Thread(target=self._main, name=f"stage-{name}", daemon=True)
+        self.applied_head: str | None = None  # apply: the tip of git.branch the last cycle saw
+        self._poll_failed = False
+
+    # --------------------------------------------------------------------------------- the thread
+
+    def _leadership(self, leading: bool) -> None:
+        self.runner.metrics.leader(self.name, leading)
+        where = f"{self.runner.namespace}/{self.lease_name}"
+        if leading:
+            _log.info("%s: leading (Lease %s); cycling every %s", self.name, where, self.interval_text)
+            self.next_due = 0.0  # a new leader cycles at once
+        else:
+            _log.info("%s: not the leader (Lease %s): waiting for it", self.name, where)
+
+    @property
+    def interval_text(self) -> str:
+        return f"{self.runner.config.run.interval.total_seconds():g}s"
+
+    def _main(self) -> None:
+        shutdown = self.runner.shutdown
+        self.runner.metrics.leader(self.name, False)  # until the elector says otherwise
+        self.elector.start()
+        _log.info("%s: waiting for the Lease %s/%s", self.name, self.runner.namespace, self.lease_name)
+        while not shutdown.requested:
+            self.runner.health.progress(self.name)
+            if not self.elector.is_leader():
+                self.runner.health.ready(self.name)  # a follower is ready: it stands by
+                self.elector.wait(_SLICE)
+                continue
+            try:
+                if self._due():
+                    self._cycle()
+            except StopRequested:
+                break
+            except Exception:  # a bug must not end the loop: logged with its traceback, counted
+                _log.exception("%s: unexpected error in the loop", self.name)
+                self.runner.metrics.cycle(self.name, 0.0, "other")
+                self._failed()
+
+    def _due(self) -> bool:
+        """Wait (in slices) for the next cycle: its time, or a trigger. False when something else
+        needs the loop's attention first (leadership lost, stop requested)."""
+        shutdown, config = self.runner.shutdown, self.runner.config
+        poll = config.run.apply_poll_interval.total_seconds()
+        next_poll = time.monotonic()
+        while not shutdown.requested and self.elector.is_leader():
+            self.runner.health.progress(self.name)
+            now = time.monotonic()
+            if now >= self.next_due:
+                return True
+            if self.name == APPLY and now >= next_poll:
+                next_poll = now + poll
+                if self._main_moved():
+                    return True
+            if self.wake.is_set() and self.failures == 0:
+                if self.name == PLAN and config.run.debounce.total_seconds() > 0:
+                    shutdown.sleep(config.run.debounce.total_seconds())  # let a burst of pods arrive
+                self.wake.clear()
+                return True
+            wait = min(_SLICE, self.next_due - now, (next_poll - now) if self.name == APPLY else _SLICE)
+            self.wake.wait(max(0.01, wait))
+        return False
+
+    def _main_moved(self) -> bool:
+        """`git ls-remote`: has git.branch moved since the last apply? A failing remote is logged
+        once per outage and never ends the wait (the interval's cycle still comes)."""
+        try:
+            head = self.runner.repo(APPLY).remote_head(self.runner.config.git.branch)
+        except ReconcilerError as exc:
+            if not self._poll_failed:
+                _log.warning("apply: cannot ask the remote whether main moved: %s (trying again)", exc)
+            self._poll_failed = True
+            return False
+        if self._poll_failed:
+            _log.info("apply: the remote answers again")
+        self._poll_failed = False
+        if head is not None and head != self.applied_head:
+            if self.applied_head is not None:
+                _log.info("apply: %s moved to %s", self.runner.config.git.branch, head[:12])
+            self.failures = 0  # a new commit is a new input: no backoff for it
+            return True
+        return False
+
+    def _cycle(self) -> None:
+        runner = self.runner
+        config = runner.config_for(self.name)
+        started, now = time.monotonic(), datetime.now(UTC)
+        kind: str | None = None
+        try:
+            summary, commit, kind = self.body(config, now)
+        except StopRequested:
+            raise
+        except KeyboardInterrupt:
+            raise StopRequested from None
+        except ReconcilerError as exc:
+            kind = error_kind(exc)
+            summary, commit = str(exc), ""
+            log = _log.info if kind in ("refused", "suspended") else _log.warning
+            log("%s: %s cycle %s: %s", self.name, "refused" if kind == "refused" else "failed", kind, exc)
+        seconds = time.monotonic() - started
+        runner.metrics.cycle(self.name, seconds, kind)
+        ok = kind is None
+        result = StageResult(self.name, datetime.now(UTC), ok, summary, commit)
+        runner.finished(result)
+        if ok:
+            runner.metrics.success(self.name, datetime.now(UTC))
+        if ok or kind in ("refused", "suspended"):
+            self.failures = 0
+            self.wait = config.run.interval.total_seconds()
+        else:
+            self._failed()
+            _log.info(
+                "%s: next cycle in %gs (backing off after %d failures)", self.name, self.wait, self.failures
+            )
+        self.next_due = time.monotonic() + self.wait
+        runner.health.ready(self.name)
+        runner.health.progress(self.name)
+
+    def _failed(self) -> None:
+        run = self.runner.config.run
+        self.failures += 1
+        interval = run.interval.total_seconds()
+        self.wait = min(interval * 2 ** (self.failures - 1), max(run.max_backoff.total_seconds(), interval))
+        self.next_due = time.monotonic() + self.wait
+
+    def body(self, config: Config, now: datetime) -> tuple[str, str, str | None]:
+        return (
+            self.runner.plan_cycle(config, now) if self.name == PLAN else self.runner.apply_cycle(config, now)
+        )
+
+
+class Runner:
+    """The process: the telemetry server, the stages, the pod watch, the signal handlers."""
+
+    def __init__(self, path: Path, config: Config, *, identity: str | None = None) -> None:
+        self.config = config
+        self.metrics = Metrics()
+        self.source = ConfigSource(path, config, self.metrics)
+        self.identity = identity or f"{socket.gethostname()}_{secrets.token_hex(4)}"
+        self.namespace = run_namespace(config)
+        self.kube = api_client(config.kubernetes, parallel=8)
+        self.shutdown = Shutdown(config.run.shutdown_grace_period.total_seconds())
+        self.stages = {name: Stage(name, self) for name in config.run.stages}
+        self.health = Health(self.stages, self._stall_after)
+        self.server = TelemetryServer(config.run.metrics_address, self.metrics, self.health)
+        timeout = config.kubernetes.request_timeout.total_seconds()
+        self.events = EventRecorder(self.kube, host=socket.gethostname(), request_timeout=timeout)
+        self.status = StatusConfigMap(self.kube, self.namespace, request_timeout=timeout)
+        self.watch: UnschedulableWatch | None = None
+        if PLAN in self.stages:
+            plan = self.stages[PLAN]
+            self.watch = UnschedulableWatch(self.kube, self._unschedulable, request_timeout=timeout)
+            self._plan_wake = plan.wake
+        self._results: dict[str, StageResult] = {}
+        self._last_plan: PlanRun | None = None
+        self._proposal: OpenProposal | None = None
+        self._suspended = ""
+        self._lock = threading.Lock()
+        self._repos: dict[str, WorkingCopy] = {}
+        self._warned: dict[str, frozenset[str]] = {}
+
+    def _unschedulable(self, pod: str) -> None:
+        _log.info("plan: pod %s is unschedulable: planning now", pod)
+        self._plan_wake.set()
+
+    def _stall_after(self, stage: str) -> float:
+        """/healthz: three intervals without progress, plus whatever backoff the stage is in."""
+        found = self.stages.get(stage)
+        backoff = found.wait if found is not None and found.failures else 0.0
+        return 3 * self.config.run.interval.total_seconds() + backoff
+
+    # ----------------------------------------------------------------------------- configuration
+
+    def config_for(self, stage: str) -> Config:
+        """The config as the file says now, with the stage's own clone when both stages share the
+        process (they never move each other's refs mid-cycle)."""
+        config = self.source.read(stage)
+        if len(self.stages) > 1 and stage == APPLY:
+            base = config.git.work_dir or str(default_work_dir(config))
+            config = replace(config, git=replace(config.git, work_dir=f"{base}-apply"))
+        return config
+
+    def repo(self, stage: str) -> WorkingCopy:
+        config = self.config_for(stage) if stage not in self._repos else self.config
+        if stage not in self._repos:
+            work = Path(config.git.work_dir) if config.git.work_dir else default_work_dir(config)
+            self._repos[stage] = WorkingCopy.from_config(config.git, work)
+        return self._repos[stage]
+
+    # ------------------------------------------------------------------------------------- cycles
+
+    def plan_cycle(self, config: Config, now: datetime) -> tuple[str, str, str | None]:
+        run = plan_once(config, None, now, dry_run=False)
+        plan = run.plan
+        for group in plan.groups:
+            if group.action != "none" or group.cancelled_removals:
+                _log.info(
+                    "plan: %s %s %d -> %d (%s)",
+                    group.name,
+                    group.action,
+                    group.current,
+                    group.desired,
+                    "; ".join(group.reasons) or "no reason given",
+                )
+        published = run.published
+        for note in published.notes if published is not None else ():
+            _log.info("plan: %s", note)
+        for line in self._new_warnings(PLAN, plan.warnings):
+            _log.warning("plan: %s", line)
+        self.metrics.plan(plan, now)
+        try:
+            proposal = open_proposal(self.repo(PLAN), config.cluster, config.git.branch, config.manifest_path)
+        except ReconcilerError as exc:
+            _log.warning("plan: cannot read the open proposal: %s", exc)
+            proposal = self._proposal
+        self._proposal = proposal
+        self.metrics.proposals(
+            1 if proposal else 0, proposal.age_seconds(datetime.now(UTC)) if proposal else None
+        )
+        pods = run.inventory.state.pods if run.inventory is not None else ()
+        self._emit(
+            plan_events(
+                plan,
+                proposed=proposal.removals if proposal else None,
+                pod_uids={p.key: p.uid for p in pods if p.uid},
+                proposal_branch=proposal.branch if proposal else "",
+            )
+        )
+        with self._lock:
+            self._last_plan = run
+        main = published.main_commit if published is not None else None
+        if main and APPLY in self.stages:
+            self.stages[APPLY].wake.set()  # both stages here: apply at once, not at the next poll
+        changed = [g for g in plan.groups if g.action != "none"]
+        summary = ", ".join(f"{g.name} {g.current}->{g.desired}" for g in changed) or "no change"
+        return summary, main or "", None
+
+    def apply_cycle(self, config: Config, now: datetime) -> tuple[str, str, str | None]:
+        apply_stage = self.stages[APPLY]
+        hooks = LoopHooks(stopping=self.shutdown.stopping, progress=lambda: self.health.progress(APPLY))
+        try:
+            run = apply_once(config, now, dry_run=False, hooks=hooks)
+        except RefusedError as exc:
+            self.metrics.refused("suspended" if isinstance(exc, SuspendedError) else str(exc))
+            raise
+        finally:
+            self._read_switch(config)
+        report = run.report
+        apply_stage.applied_head = report.commit or apply_stage.applied_head
+        for group in report.groups:
+            if group.action != "none":
+                _log.info(
+                    "apply: %s %s %d -> %d%s",
+                    group.name,
+                    group.action,
+                    group.desired_before,
+                    group.desired_after,
+                    f" ({'; '.join(group.notes)})" if group.notes else "",
+                )
+        for line in report.given_back + report.stuck:
+            _log.info("apply: %s", line)
+        for line in self._new_warnings(APPLY, report.warnings):
+            _log.warning("apply: %s", line)
+        self.metrics.apply(report)
+        self._emit(apply_events(report))
+        if report.interrupted:
+            raise StopRequested
+        summary = ", ".join(f"{g.name} {g.action}" for g in report.groups if g.action != "none")
+        code = report.exit_code
+        kind = None if code == 0 else "refused" if code == 3 else "other"
+        return summary or "in sync", report.commit, kind
+
+    def _read_switch(self, config: Config) -> None:
+        """The kill switch as it is at the end of an apply cycle, for the metrics and the status
+        ConfigMap (apply itself reads it before every change)."""
+        try:
+            control = Switch(config, self.kube).read()
+        except ReconcilerError as exc:
+            _log.warning("apply: kill switch not read for the metrics: %s", exc)
+            return
+        self.metrics.suspensions(control.cluster is not None, control.groups)
+        self._suspended = "; ".join(control.lines())
+
+    def _new_warnings(self, stage: str, warnings: tuple[str, ...]) -> list[str]:
+        """Warnings not logged by the stage's previous cycle: a config warning is said once, not
+        every 30 seconds (it is said again if it goes away and comes back)."""
+        before = self._warned.get(stage, frozenset())
+        self._warned[stage] = frozenset(warnings)
+        return [w for w in warnings if w not in before]
+
+    def _emit(self, events: list[EventSpec]) -> None:
+        if events:
+            self.events.emit(events, datetime.now(UTC))
+
+    def finished(self, result: StageResult) -> None:
+        """After every cycle of any stage: the status ConfigMap, written only when it changed."""
+        now = datetime.now(UTC)
+        with self._lock:
+            self._results[result.stage] = settle(self._results.get(result.stage), result)
+            last = self._last_plan
+            proposal = self._proposal
+            document = status_document(
+                self.config.cluster,
+                last.plan if last is not None else None,
+                dict(self._results),
+                proposal.removals if proposal else None,
+                proposal.age_seconds(now) if proposal else None,
+                self._suspended,
+                inventory=last.inventory if last is not None else None,
+                proposal_branch=proposal.branch if proposal else "",
+                now=now,
+            )
+        self.status.publish(render_status(document), now)
+
+    # ------------------------------------------------------------------------------- the process
+
+    def run(self) -> int:
+        self.server.start()  # a bad address or a port in use: UserError, exit 2, nothing started
+        with self._signals():
+            if self.watch is not None:
+                self.watch.start()
+            for stage in self.stages.values():
+                stage.thread.start()
+            _log.info(
+                "run: cluster %s, stages %s, namespace %s, identity %s, metrics %s",
+                self.config.cluster,
+                ", ".join(self.stages),
+                self.namespace,
+                self.identity,
+                self.config.run.metrics_address or "off",
+            )
+            while not self.shutdown.requested:
+                self.shutdown.sleep(_SLICE)
+            _log.info("run: stopping: finishing or abandoning the current step safely")
+            for stage in self.stages.values():
+                stage.wake.set()
+                stage.thread.join()
+        self.events.flush(datetime.now(UTC))  # what was folded into the rate window
+        for stage in self.stages.values():
+            stage.elector.stop(release=True)
+        if self.watch is not None:
+            self.watch.stop()
+        self.server.stop()
+        _log.info("run: stopped; Leases released")
+        return 0
+
+    @contextmanager
+    def _signals(self) -> Iterator[None]:
+        def handle(signum: int, frame: object) -> None:
+            if self.shutdown.requested:
+                os._exit(130)  # a second signal: the user means now
+            _log.info("run: %s received", signal.Signals(signum).name)
+            self.shutdown.request()
+
+        previous = {s: signal.signal(s, handle) for s in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            yield
+        finally:
+            for number, handler in previous.items():
+                signal.signal(number, handler)
+
+
+def run_forever(path: Path) -> int:
+    """Load the config (a bad one: UserError, exit 2) and serve its stages until stopped."""
+    return Runner(path, load_config(path)).run()

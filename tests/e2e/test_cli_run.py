@@ -1,0 +1,182 @@
+"""`asg-reconciler run` as a real process against moto, the fake Kubernetes API and a bare repo:
+triggers, leader election with takeover, metrics, health, events, faults, the kill switch, SIGTERM."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+
+from reconciler.kube.control import CONTROL_CONFIGMAP
+from tests.e2e.run_process import RunProcess, wait_for
+from tests.e2e.test_cli_apply import World
+from tests.fakes import k8s_objects as k
+
+pytestmark = pytest.mark.xdist_group("run-loop")  # real processes and timings: one worker
+
+PLAN_LEASE = "asg-reconciler-plan-leader-prod"
+
+
+def pending(world: World, name: str, cpu: str = "1850m") -> None:
+    """A pod no node has room for (node-b has 1830m free): it needs a new node."""
+    world.kube.put(k.pod(name, "shop", requests={"cpu": cpu}, owner_kind="ReplicaSet", owner_name="web"))
+
+
+def holder(world: World, lease: str) -> str:
+    found = world.kube.get_object("Lease", "kube-system", lease)
+    return str(((found or {}).get("spec") or {}).get("holderIdentity") or "")
+
+
+def test_a_pending_pod_is_planned_and_applied_before_the_next_interval(world: World) -> None:
+    with RunProcess(world.config) as run:
+        wait_for(lambda: run.get("/readyz")[0] == 200, 30, "readiness", log=run.output)
+        assert world.desired() == 2
+        started = time.monotonic()
+        pending(world, "big-1")
+        wait_for(lambda: world.desired() == 3, 15, "the scale-up", log=run.output)
+        took = time.monotonic() - started
+        assert took < 15, took  # interval is 30s: the watch triggered it
+        assert run.get("/healthz")[0] == 200
+        assert (
+            run.metric("asg_reconciler_leader", stage="plan"),
+            run.metric("asg_reconciler_leader", stage="apply"),
+        ) == (1.0, 1.0)
+        assert (run.metric("asg_reconciler_cycles_total", stage="plan") or 0) >= 2
+        wait_for(  # counted once the apply cycle that raised it has finished
+            lambda: (run.metric("asg_reconciler_apply_actions_total", action="raise") or 0) >= 1,
+            10,
+            "the raise counted",
+            log=run.output,
+        )
+        assert run.metric("asg_reconciler_node_group_desired_nodes", node_group="general") == 3.0
+        triggered = [e for e in world.kube.objects("Event", "shop") if e.get("reason") == "TriggeredScaleUp"]
+        assert triggered and triggered[0]["involvedObject"]["name"] == "big-1"
+        status = world.kube.get_object("ConfigMap", "kube-system", "asg-reconciler-status")
+        assert status is not None and "general" in status["data"]["status"]
+        assert run.stop(signal.SIGTERM) == 0, run.output()
+    assert holder(world, PLAN_LEASE) == "" and holder(world, "asg-reconciler-apply-leader-prod") == ""
+    assert "Traceback" not in run.output()
+
+
+def test_two_replicas_one_leader_and_takeover_on_sigterm_and_sigkill(world: World) -> None:
+    first = RunProcess(world.config, stages="plan")
+    with first:
+        wait_for(lambda: holder(world, PLAN_LEASE), 20, "a leader", log=first.output)
+        with RunProcess(world.config, stages="plan") as second:
+            wait_for(lambda: second.get("/readyz")[0] == 200, 20, "the standby ready", log=second.output)
+            assert first.metric("asg_reconciler_leader", stage="plan") == 1.0
+            assert second.metric("asg_reconciler_leader", stage="plan") == 0.0
+            leader = holder(world, PLAN_LEASE)
+            stopped = time.monotonic()
+            assert first.stop(signal.SIGTERM) == 0, first.output()
+            wait_for(lambda: holder(world, PLAN_LEASE) not in ("", leader), 3 + 2, "takeover after SIGTERM")
+            released_in = time.monotonic() - stopped
+            wait_for(lambda: second.metric("asg_reconciler_leader", stage="plan") == 1.0, 5, "leader gauge")
+            with RunProcess(world.config, stages="plan") as third:
+                wait_for(lambda: third.get("/readyz")[0] == 200, 20, "the third ready", log=third.output)
+                taken = holder(world, PLAN_LEASE)
+                killed = time.monotonic()
+                second.stop(signal.SIGKILL)
+                wait_for(
+                    lambda: holder(world, PLAN_LEASE) not in ("", taken), 3 + 5, "takeover after SIGKILL"
+                )
+                took = time.monotonic() - killed
+                assert third.metric("asg_reconciler_leader", stage="plan") == 1.0
+                assert 2.0 <= took <= 8.0, took  # not before the lease duration (3s, judged by the follower)
+                third.stop()
+    assert released_in < 3.0, released_in  # a released Lease is taken within a retry period or so
+
+
+def test_the_kill_switch_stops_apply_within_a_cycle_and_plan_keeps_planning(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert world.cli(capsys, "suspend", "--reason", "incident 42").code == 0
+    with RunProcess(world.config, keys={"interval": "2s"}) as run:
+        wait_for(lambda: run.get("/readyz")[0] == 200, 30, "readiness", log=run.output)
+        pending(world, "big-1")
+        wait_for(
+            lambda: (run.metric("asg_reconciler_errors_total", stage="apply", kind="suspended") or 0) >= 1,
+            15,
+            "a suspended apply cycle",
+            log=run.output,
+        )
+        assert run.metric("asg_reconciler_suspended") == 1.0
+        wait_for(lambda: "big-1" in str(world.kube.objects("Event", "shop")), 10, "plan kept planning")
+        assert world.desired() == 2  # planned and committed, not applied
+        assert world.cli(capsys, "resume").code == 0
+        wait_for(lambda: world.desired() == 3, 15, "the scale-up after resume", log=run.output)
+        wait_for(lambda: run.metric("asg_reconciler_suspended") == 0.0, 10, "the gauge off", log=run.output)
+        assert run.stop() == 0
+    control = world.kube.get_object("ConfigMap", "kube-system", CONTROL_CONFIGMAP)
+    assert control is not None
+
+
+def test_api_500s_and_a_git_remote_gone_do_not_kill_the_loop(world: World) -> None:
+    with RunProcess(world.config, keys={"interval": "1s"}) as run:
+        wait_for(lambda: run.get("/readyz")[0] == 200, 30, "readiness", log=run.output)
+
+        def broken(method: str, path: str, query: dict[str, str]) -> object:
+            return (500, None) if "/leases/" not in path else None  # everything but the Leases
+
+        world.kube.fault = broken
+        wait_for(
+            lambda: (run.metric("asg_reconciler_errors_total", stage="plan", kind="kubernetes") or 0) >= 1,
+            20,
+            "a failed plan cycle",
+            log=run.output,
+        )
+        time.sleep(2)
+        world.kube.fault = None
+        hidden = world.remote.with_name("moved-away")
+        world.remote.rename(hidden)
+        wait_for(
+            lambda: (run.metric("asg_reconciler_errors_total", stage="plan", kind="git") or 0) >= 1,
+            20,
+            "a failed git cycle",
+            log=run.output,
+        )
+        hidden.rename(world.remote)
+        assert run.process.poll() is None, run.output()
+        pending(world, "big-1")
+        wait_for(lambda: world.desired() == 3, 30, "convergence after the faults", log=run.output)
+        assert run.get("/healthz")[0] == 200
+        assert run.stop() == 0
+
+
+def test_events_are_folded_over_many_cycles(world: World) -> None:
+    world.aws.autoscaling.update_auto_scaling_group(AutoScalingGroupName="general", MaxSize=2)
+    pending(world, "big-1")  # no group can take it: NotTriggerScaleUp, every cycle
+    with RunProcess(world.config, stages="plan", keys={"interval": "500ms"}) as run:
+        wait_for(
+            lambda: (run.metric("asg_reconciler_cycles_total", stage="plan") or 0) >= 6,
+            30,
+            "six plan cycles",
+            log=run.output,
+        )
+        assert run.stop() == 0
+    events = [e for e in world.kube.objects("Event", "shop") if e["involvedObject"]["name"] == "big-1"]
+    assert len(events) == 1, events
+    assert events[0]["reason"] == "NotTriggerScaleUp"
+
+
+def test_healthz_is_red_when_the_loop_stalls(world: World) -> None:
+    with RunProcess(world.config, stages="plan", keys={"interval": "500ms"}) as run:
+        wait_for(lambda: run.get("/healthz")[0] == 200, 30, "health", log=run.output)
+
+        def hang(method: str, path: str, query: dict[str, str]) -> object:
+            return 20.0 if path.endswith("/nodes") else None  # a list that takes 20s: the cycle hangs
+
+        world.kube.fault = hang
+        red = wait_for(lambda: (lambda r: r if r[0] == 503 else None)(run.get("/healthz")), 15, "red")
+        body = red[1]  # type: ignore[index]
+        assert "plan" in body
+        world.kube.fault = None
+        run.stop(signal.SIGKILL)
+
+
+def test_a_bad_config_exits_2_at_start(world: World) -> None:
+    with RunProcess(world.config, keys={"leaseDuration": "1s"}) as run:  # renewDeadline is 2s
+        code = run.process.wait(timeout=30)
+    assert code == 2
+    assert "run.renewDeadline: needs leaseDuration > renewDeadline" in run.output(), run.output()

@@ -4,6 +4,11 @@ Endpoints, profiles and credentials come only from boto3's own settings (`AWS_EN
 `AWS_ENDPOINT_URL_AUTOSCALING`, `AWS_PROFILE`, IRSA, instance roles): a config key of ours would be one
 more way to point plan and apply at different accounts. Throttling is botocore's job: the retry
 config below is our whole retry logic, so every call (and every page of a paginator) gets it.
+
+Timeouts: botocore retries a timed-out try like any transient failure, so a hung endpoint would hold
+one call for all its attempts (10 x READ_TIMEOUT plus backoff). A try that times out after the
+first is final instead: a hung endpoint fails a call within 2 x READ_TIMEOUT plus a second (about
+a minute), and a command with it.
 """
 
 from __future__ import annotations
@@ -22,10 +27,12 @@ from botocore.config import Config as BotoConfig
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
+    ConnectTimeoutError,
     NoCredentialsError,
     NoRegionError,
     PartialCredentialsError,
     ProfileNotFound,
+    ReadTimeoutError,
 )
 from botocore.exceptions import (
     ConnectionError as BotoConnectionError,
@@ -40,6 +47,9 @@ if TYPE_CHECKING:
     from mypy_boto3_ec2 import EC2Client
 
 DEFAULT_MAX_ATTEMPTS = 10
+TIMEOUT_ATTEMPTS = 2  # tries of one call that may time out
+CONNECT_TIMEOUT = 10  # seconds
+READ_TIMEOUT = 30  # seconds for each read; AWS's control-plane calls answer within a few
 CREDENTIALS_FIX = (
     "set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or run with an instance role/IRSA"
 )
@@ -91,9 +101,22 @@ def retry_config(core: botocore.session.Session) -> BotoConfig:
             "mode": mode if mode in ("standard", "adaptive") else "standard",
             "total_max_attempts": int(attempts) if attempts else DEFAULT_MAX_ATTEMPTS,
         },
-        connect_timeout=10,
-        read_timeout=60,
+        connect_timeout=CONNECT_TIMEOUT,
+        read_timeout=READ_TIMEOUT,
     )
+
+
+def _timeouts_end_retries(attempts: int, caught_exception: Exception | None = None, **_: Any) -> bool | None:
+    """`needs-retry`, ahead of botocore's retry handler: False (no retry) once a try after the first
+    timed out; None leaves the decision to botocore."""
+    if attempts >= TIMEOUT_ATTEMPTS and isinstance(caught_exception, (ConnectTimeoutError, ReadTimeoutError)):
+        return False
+    return None
+
+
+def _bounded(client: Any) -> None:
+    service = client.meta.service_model.service_id.hyphenize()
+    client.meta.events.register_first(f"needs-retry.{service}", _timeouts_end_retries)
 
 
 def make_clients(config: Config) -> AwsClients:
@@ -114,6 +137,8 @@ def make_clients(config: Config) -> AwsClients:
         options = retry_config(core)
         autoscaling = session.client("autoscaling", config=options)
         ec2 = session.client("ec2", config=options)
+        _bounded(autoscaling)
+        _bounded(ec2)
     return AwsClients(autoscaling=autoscaling, ec2=ec2, region=region)
 
 

@@ -84,11 +84,10 @@ def _workdir(keep: Path | None) -> Iterator[Path]:
 
 
 def _sleep_until_interrupted() -> None:
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        pass
+    """Until Ctrl-C, whose KeyboardInterrupt goes on up: the servers stop on the way (their threads
+    are daemons) and the command ends like any interrupted one, "aborted" and exit 130."""
+    while True:
+        time.sleep(3600)
 
 
 def _kubeconfig(path: Path, url: str) -> Path:
@@ -207,7 +206,8 @@ def run_demo(
     echo: Echo, keep: Path | None = None, wait: Callable[[], None] = _sleep_until_interrupted
 ) -> None:
     """The walkthrough; with `keep`, its files stay in that directory and the mock AWS and the fake
-    Kubernetes API keep serving until `wait` returns (Ctrl-C), so a person can go on by hand."""
+    Kubernetes API keep serving until `wait` returns or raises (Ctrl-C), so a person can go on by
+    hand."""
     with _workdir(keep) as workdir, mock_aws() as endpoint, FakeKubeAPI() as kube:
         demo = _Session(echo, workdir)
         echo(f"# asg-reconciler demo: AWS is an in-process moto server at {endpoint}")

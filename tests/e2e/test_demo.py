@@ -30,7 +30,7 @@ def test_demo_runs_end_to_end() -> None:
 
 def test_demo_keep_leaves_a_world_to_play_with(tmp_path: Path) -> None:
     """`demo --keep DIR`: the printed commands work from another process against the still-running
-    mock AWS, and Ctrl-C ends it cleanly with the files left behind."""
+    mock AWS, and Ctrl-C ends it (exit 130) with the files left behind."""
     keep = tmp_path / "playground"
     process = subprocess.Popen(
         [sys.executable, "-m", "reconciler", "demo", "--keep", str(keep)],
@@ -71,7 +71,7 @@ def test_demo_keep_leaves_a_world_to_play_with(tmp_path: Path) -> None:
         assert status.returncode == 0, status.stderr
         assert "demo-general" in status.stdout and "MANIFEST" in status.stdout  # AWS and Git both read
         process.send_signal(signal.SIGINT)
-        assert process.wait(timeout=30) == 0
+        assert process.wait(timeout=30) == 130  # Ctrl-C ends it as it ends any command
         assert (keep / "capacity.git").is_dir() and (keep / "busy.yaml").is_file()
     finally:
         if process.poll() is None:

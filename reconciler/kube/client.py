@@ -1,34 +1,100 @@
 """An ApiClient for the cluster: the configured kubeconfig, in-cluster credentials, or the default
-kubeconfig chain ($KUBECONFIG, ~/.kube/config), in that order."""
+kubeconfig chain ($KUBECONFIG, ~/.kube/config), in that order.
+
+Every call made through it has a timeout: `kubernetes.requestTimeout` to connect and for each read,
+unless the caller passes its own `_request_timeout` (a watch, whose server-side timeoutSeconds needs
+a longer read). urllib3 retries a refused or dropped connection as before, never a timeout: the one
+retry policy for those is `kube.retry` (one more try), so a hung server fails a call within about
+2 x the timeout.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+import shutil
+from collections.abc import Iterator
+from types import TracebackType
+from typing import Any, Self
 
+import urllib3
 import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.config.config_exception import ConfigException
+from kubernetes.config.kube_config import KUBE_CONFIG_DEFAULT_LOCATION, KubeConfigMerger
 
 from reconciler.config import Config, KubernetesConfig
 from reconciler.errors import UserError
+from reconciler.kube.retry import timed_out
+
+URLLIB3_RETRIES = 3  # a refused or dropped connection, tried again at once by urllib3
+_PLUGIN_PACKAGES = {"aws": "the AWS CLI", "gke-gcloud-auth-plugin": "gcloud's gke-gcloud-auth-plugin"}
+
+
+class TimedApiClient(k8s.ApiClient):
+    """An ApiClient whose calls without a `_request_timeout` of their own get `request_timeout`
+    (seconds) to connect and to read: without one a server that accepts and never answers holds a
+    call forever."""
+
+    def __init__(self, configuration: k8s.Configuration, request_timeout: float) -> None:
+        super().__init__(configuration)
+        self.request_timeout = request_timeout
+
+    def call_api(
+        self,
+        method: str,
+        url: str,
+        header_params: Any = None,
+        body: Any = None,
+        post_params: Any = None,
+        _request_timeout: Any = None,
+    ) -> Any:
+        if _request_timeout is None:
+            _request_timeout = (self.request_timeout, self.request_timeout)
+        return super().call_api(method, url, header_params, body, post_params, _request_timeout)
+
+
+class _Retry(urllib3.Retry):
+    """urllib3's retries minus timeouts: a timed-out try is raised at once, for `kube.retry` to
+    decide on (a hung server would otherwise cost URLLIB3_RETRIES + 1 timeouts per try)."""
+
+    def increment(
+        self,
+        method: str | None = None,
+        url: str | None = None,
+        response: Any = None,
+        error: Exception | None = None,
+        _pool: Any = None,
+        _stacktrace: TracebackType | None = None,
+    ) -> Self:
+        if error is not None and timed_out(error):
+            raise error
+        return super().increment(method, url, response, error, _pool, _stacktrace)
 
 
 def api_client(settings: KubernetesConfig, *, parallel: int = 1) -> k8s.ApiClient:
     """`parallel`: how many threads share the client (apply's drains, plus the Lease renewal and a
     margin), so the urllib3 pool never has to drop connections ("Connection pool is full")."""
     configuration = k8s.Configuration()
+    where = settings.kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
     try:
         if not settings.kubeconfig and "KUBERNETES_SERVICE_HOST" in os.environ:
             k8s_config.load_incluster_config(client_configuration=configuration)
         else:
-            k8s_config.load_kube_config(
-                config_file=settings.kubeconfig or None,
-                context=settings.context or None,
-                client_configuration=configuration,
-            )
+            _check_exec_plugin(settings, where)
+            with _plugin_failures() as failures:
+                k8s_config.load_kube_config(
+                    config_file=settings.kubeconfig or None,
+                    context=settings.context or None,
+                    client_configuration=configuration,
+                )
+            if failures:
+                raise UserError(
+                    f"kubernetes.kubeconfig: {where}: the exec plugin gave no credentials: {failures[0]}"
+                )
     except (ConfigException, FileNotFoundError, yaml.YAMLError) as exc:
-        where = settings.kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         if isinstance(exc, yaml.YAMLError):
             mark = getattr(exc, "problem_mark", None)
@@ -38,9 +104,76 @@ def api_client(settings: KubernetesConfig, *, parallel: int = 1) -> k8s.ApiClien
             f"kubernetes.kubeconfig: cannot load {where}: {reason} "
             "(set KUBECONFIG or kubernetes.kubeconfig, or read a dump with --snapshot FILE)"
         ) from None
-    configuration.retries = 3
+    configuration.retries = _Retry(URLLIB3_RETRIES)
     configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize, parallel + 4)
-    return k8s.ApiClient(configuration)
+    return TimedApiClient(configuration, settings.request_timeout.total_seconds())
+
+
+def _check_exec_plugin(settings: KubernetesConfig, where: str) -> None:
+    """The client runs a user's exec plugin (`aws eks get-token`) while loading, and when its
+    command is missing only logs the error and goes on without credentials, so the API server's
+    refusal (or a TLS error) is all a user would see: look for the command first."""
+    plugin = _exec_plugin(settings.kubeconfig or KUBE_CONFIG_DEFAULT_LOCATION, settings.context or None)
+    if plugin is None:
+        return
+    command, cwd, path = plugin
+    if os.sep in command:
+        found = os.access(os.path.join(cwd, command), os.X_OK)
+    else:
+        found = shutil.which(command, path=path) is not None
+    if not found:
+        package = _PLUGIN_PACKAGES.get(command, command)
+        raise UserError(
+            f"kubernetes.kubeconfig: {where}: the exec plugin command `{command}` was not found on PATH "
+            f"(install {package} or add it to PATH, or set kubernetes.kubeconfig to a kubeconfig "
+            "that does not need it)"
+        )
+
+
+def _exec_plugin(config_file: str, context: str | None) -> tuple[str, str, str | None] | None:
+    """The selected user's exec plugin as the client would run it: (command, working directory,
+    PATH searched). None without one; a malformed kubeconfig is left to the loader to report."""
+    try:
+        merged = KubeConfigMerger(config_file).config
+        chosen = merged["contexts"].get_with_name(context or merged["current-context"])["context"]
+        user = merged["users"].get_with_name(chosen["user"], safe=True)
+        plugin = user["user"].safe_get("exec") if user is not None else None
+        if not isinstance(plugin, dict) or not isinstance(plugin.get("command"), str):
+            return None
+        cluster = merged["clusters"].get_with_name(chosen["cluster"])["cluster"]
+        env = {e.get("name"): e.get("value") for e in plugin.get("env") or () if isinstance(e, dict)}
+        path = env.get("PATH") or os.environ.get("PATH")
+    except Exception:  # the loader's own checks say what is wrong
+        return None
+    cwd = os.path.abspath(os.path.dirname(cluster.path)) if cluster.path else ""
+    return plugin["command"], cwd, path if isinstance(path, str) else None
+
+
+@contextlib.contextmanager
+def _plugin_failures() -> Iterator[list[str]]:
+    """The loader reports a failed exec plugin with logging.error on the root logger (which, with no
+    handler there, also sets up logging for the whole process) and carries on without credentials:
+    keep those messages off the root logger and hand them back, one line each."""
+    failures: list[str] = []
+    root = logging.getLogger()
+
+    def keep(record: logging.LogRecord) -> bool:
+        if record.module != "kube_config":
+            return True
+        text = " ".join(record.getMessage().split())
+        failures.append(text if len(text) <= 300 else text[:297] + "...")
+        return False
+
+    guard = logging.NullHandler() if not root.handlers else None
+    root.addFilter(keep)
+    if guard is not None:
+        root.addHandler(guard)
+    try:
+        yield failures
+    finally:
+        root.removeFilter(keep)
+        if guard is not None:
+            root.removeHandler(guard)
 
 
 _SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"

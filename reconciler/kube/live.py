@@ -3,16 +3,19 @@
 The official client's model classes cost ~1 ms per pod; reading raw JSON (`_preload_content=False`)
 and converting straight into our model is what makes 150k pods a matter of seconds. The next page is
 fetched on a second thread while the current one is converted (socket reads release the GIL), and
-pages are decoded with the pruned schemas of `kube.schema`.
+pages are decoded with the pruned schemas of `kube.schema`. That thread is a daemon and nothing
+joins it: a read stuck on a hung server can neither hold the process at exit nor keep Ctrl-C from
+ending it (a ThreadPoolExecutor's worker is joined on shutdown and again at interpreter exit).
 """
 
 from __future__ import annotations
 
 import gc
+import re
+import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
-from typing import Any
+from typing import Any, Generic, TypeVar, cast
 
 import msgspec
 import orjson
@@ -22,12 +25,41 @@ from kubernetes.client.exceptions import ApiException
 
 from reconciler.errors import OperationError
 from reconciler.kube.autoscaler import LEASE, STATUS_CONFIGMAP
-from reconciler.kube.retry import with_retries
+from reconciler.kube.retry import timed_out, with_retries
 from reconciler.kube.schema import list_decoder
 from reconciler.kube.state import StateBuilder
 from reconciler.model import ClusterState
 
 NOT_TERMINAL = "status.phase!=Succeeded,status.phase!=Failed"
+_TIMEOUT = re.compile(r"\((?:read|connect) timeout=([0-9.]+)\)")
+
+T = TypeVar("T")
+
+
+class _Prefetch(Generic[T]):
+    """`call()` started now on a daemon thread; `result()` waits for it (interruptibly) and returns
+    its value or raises its exception."""
+
+    def __init__(self, call: Callable[[], T]) -> None:
+        self._call = call
+        self._done = threading.Event()
+        self._value: T | None = None
+        self._error: BaseException | None = None
+        threading.Thread(target=self._run, name="kube-prefetch", daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            self._value = self._call()
+        except BaseException as exc:  # handed to the reader's thread
+            self._error = exc
+        finally:
+            self._done.set()
+
+    def result(self) -> T:
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return cast(T, self._value)
 
 
 class LiveReader:
@@ -88,17 +120,20 @@ class LiveReader:
     ) -> Iterator[list[dict[str, Any]]]:
         """Items page by page; the next page is requested before this one is converted."""
         decoder = list_decoder(kind)
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            pending: Future[bytes] | None = pool.submit(self._fetch, kind, call, params, "")
-            while pending is not None:
-                body = pending.result()
-                try:
-                    page = decoder.decode(body)
-                except msgspec.DecodeError as exc:
-                    raise OperationError(f"Kubernetes API: list {kind}s: unreadable reply: {exc}") from None
-                token = (page.get("metadata") or {}).get("continue") or ""
-                pending = pool.submit(self._fetch, kind, call, params, token) if token else None
-                yield page.get("items") or []
+
+        def fetch(token: str) -> _Prefetch[bytes]:
+            return _Prefetch(lambda: self._fetch(kind, call, params, token))
+
+        pending: _Prefetch[bytes] | None = fetch("")
+        while pending is not None:
+            body = pending.result()
+            try:
+                page = decoder.decode(body)
+            except msgspec.DecodeError as exc:
+                raise OperationError(f"Kubernetes API: list {kind}s: unreadable reply: {exc}") from None
+            token = (page.get("metadata") or {}).get("continue") or ""
+            pending = fetch(token) if token else None
+            yield page.get("items") or []
 
     def _get(self, kind: str, call: Callable[..., Any], where: tuple[str, str]) -> dict[str, Any] | None:
         namespace, name = where
@@ -127,6 +162,13 @@ def api_error(action: str, exc: ApiException) -> OperationError:
 def unreachable(api: k8s.ApiClient, exc: Exception) -> OperationError:
     reason = getattr(exc, "reason", None) or exc
     text = str(reason).splitlines()[0]
-    if "Connection refused" in text or "NewConnectionError" in text:
+    if timed_out(exc):
+        ours = getattr(api, "request_timeout", None)  # kube.client.TimedApiClient's
+        match = _TIMEOUT.search(text)
+        seconds = float(match[1]) if match else ours
+        text = "timed out" if seconds is None else f"timed out after {seconds:g}s"
+        if seconds is not None and seconds == ours:
+            text += " (kubernetes.requestTimeout)"
+    elif "Connection refused" in text or "NewConnectionError" in text:
         text = "connection refused"
     return OperationError(f"cannot reach the Kubernetes API at {api.configuration.host}: {text}")

@@ -3,6 +3,11 @@
 Transient: a 500, 502, 503 or 504, a 429 (unless the caller gives it a meaning of its own, as an
 eviction's "the disruption budget says not now" has), and a dropped or refused connection. Anything
 else (401, 403, 404, 409, 422, ...) is an answer, raised at once.
+
+A timeout (`kubernetes.requestTimeout`, set on every call by `kube.client`) is tried once more and
+no further: a hung API server costs one call at most 2 x the timeout plus BACKOFF_FIRST, not
+ATTEMPTS x the timeout. urllib3 itself never retries a timeout (`kube.client`), so nothing
+multiplies that bound.
 """
 
 from __future__ import annotations
@@ -17,11 +22,33 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 
 ATTEMPTS = 4  # tries of one call
+TIMEOUT_ATTEMPTS = 2  # of which may time out: a timeout after the first try is final
 BACKOFF_FIRST = 0.2  # seconds before the second try; doubled each time, at most BACKOFF_MAX
 BACKOFF_MAX = 2.0
 TRANSIENT = frozenset({500, 502, 503, 504})
 
 T = TypeVar("T")
+
+
+def timed_out(exc: BaseException | None) -> bool:
+    """A connect or read timeout, bare or as the reason of urllib3's MaxRetryError. A refused
+    connection is not one, although urllib3 makes NewConnectionError a ConnectTimeoutError."""
+    if isinstance(exc, urllib3.exceptions.MaxRetryError):
+        exc = exc.reason
+    return isinstance(exc, urllib3.exceptions.TimeoutError) and not isinstance(
+        exc, urllib3.exceptions.NewConnectionError
+    )
+
+
+class _TimedOutAgain(tenacity.stop.stop_base):
+    def __call__(self, state: tenacity.RetryCallState) -> bool:
+        outcome = state.outcome
+        return (
+            state.attempt_number >= TIMEOUT_ATTEMPTS
+            and outcome is not None
+            and outcome.failed
+            and timed_out(outcome.exception())
+        )
 
 
 def transient(exc: BaseException, retry_429: bool = True) -> bool:
@@ -35,10 +62,11 @@ def transient(exc: BaseException, retry_429: bool = True) -> bool:
 def with_retries(
     call: Callable[[], T], *, retry_429: bool = True, sleep: Callable[[float], None] = time.sleep
 ) -> T:
-    """`call()`, tried again after a transient failure, ATTEMPTS tries in all; the last failure is
-    raised as it came. A fresh Retrying per call, so threads share nothing."""
+    """`call()`, tried again after a transient failure, ATTEMPTS tries in all (a timeout only on the
+    first try); the last failure is raised as it came. A fresh Retrying per call, so threads share
+    nothing."""
     retrying = tenacity.Retrying(
-        stop=tenacity.stop_after_attempt(ATTEMPTS),
+        stop=tenacity.stop_after_attempt(ATTEMPTS) | _TimedOutAgain(),
         wait=tenacity.wait_exponential(multiplier=BACKOFF_FIRST, max=BACKOFF_MAX),
         retry=tenacity.retry_if_exception(functools.partial(transient, retry_429=retry_429)),
         sleep=sleep,

@@ -485,16 +485,25 @@ class WorkingCopy:
 
     def _network_env(self, repo: git.Repo) -> dict[str, str]:
         env = {"GIT_TERMINAL_PROMPT": "0"}
+        stall = str(max(1, int(self.timeout)))
         if "GIT_SSH_COMMAND" not in self._inherited and "GIT_SSH" not in self._inherited:
-            env["GIT_SSH_COMMAND"] = "ssh -o BatchMode=yes -o ConnectTimeout=15"
+            env["GIT_SSH_COMMAND"] = (
+                f"ssh -o BatchMode=yes -o ConnectTimeout=15 -o ServerAliveInterval={stall} "
+                "-o ServerAliveCountMax=1"
+            )
+        # git gives up a stalled transfer by itself too: the kill_after_timeout watchdog does not
+        # outlive an interrupted command, which would leave git waiting on a hung server forever.
+        settings = {"http.lowSpeedLimit": "1", "http.lowSpeedTime": stall}
         if self._token:
             env["GIT_ASKPASS"] = str(Path(repo.git_dir, _ASKPASS))
             env[_PASSWORD_VAR] = self._token
             # Drop configured credential helpers for this call so the token is what gets used.
-            count = int(self._inherited.get("GIT_CONFIG_COUNT", "0") or 0)
-            env["GIT_CONFIG_COUNT"] = str(count + 1)
-            env[f"GIT_CONFIG_KEY_{count}"] = "credential.helper"
-            env[f"GIT_CONFIG_VALUE_{count}"] = ""
+            settings["credential.helper"] = ""
+        count = int(self._inherited.get("GIT_CONFIG_COUNT", "0") or 0)
+        env["GIT_CONFIG_COUNT"] = str(count + len(settings))
+        for index, (key, value) in enumerate(settings.items(), start=count):
+            env[f"GIT_CONFIG_KEY_{index}"] = key
+            env[f"GIT_CONFIG_VALUE_{index}"] = value
         return env
 
     def _open(self) -> git.Repo:

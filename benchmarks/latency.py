@@ -74,8 +74,9 @@ class World:
                 for key, value in TAGS.items()
             ],
         )
-        for instance in self.instances():
-            self.register(instance)
+        for n, instance in enumerate(self.instances()):
+            node = self.register(instance)
+            self.kube.put(self.pod(f"base-{n}", node))  # full: a new pod needs a new node
         remote = tmp / "capacity.git"
         subprocess.run(["git", "init", "-q", "--bare", "--initial-branch=main", str(remote)], check=True)
         key = tmp / "record-key"
@@ -111,6 +112,12 @@ class World:
         )
         return name
 
+    @staticmethod
+    def pod(name: str, node: str = "") -> dict[str, Any]:
+        return k.pod(
+            name, "shop", node_name=node, requests={"cpu": "1500m"}, owner_kind="ReplicaSet", owner_name="web"
+        )
+
     def config(self, stages: str, port: int, interval: str, cache: str) -> Path:
         path = self.tmp / f"{cache}.yaml"
         path.write_text(
@@ -127,7 +134,16 @@ class Process:
         env = {**os.environ, "XDG_CACHE_HOME": str(world.tmp / f"cache-{name}"), "PYTHONUNBUFFERED": "1"}
         self.log = open(world.tmp / f"{name}.log", "wb")  # noqa: SIM115 - for the process's life
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "reconciler", "run", "--config", str(config)],
+            [
+                sys.executable,
+                "-m",
+                "reconciler",
+                "--log-level",
+                os.environ.get("BENCH_LOG_LEVEL", "info"),
+                "run",
+                "--config",
+                str(config),
+            ],
             stdout=self.log,
             stderr=subprocess.STDOUT,
             env=env,
@@ -183,23 +199,12 @@ def latency(world: World, trials: int) -> list[float]:
             time.sleep(rng.uniform(0.5, 2.5))  # not in step with the loops' polls
             before, known = world.desired(), set(world.instances())
             name = f"big-{trial}"
-            world.kube.put(
-                k.pod(name, "shop", requests={"cpu": "1500m"}, owner_kind="ReplicaSet", owner_name="web")
-            )
+            world.kube.put(world.pod(name))
             started = time.monotonic()
             wait(lambda b=before: world.desired() > b, 30, f"trial {trial}'s scale-up")
             seconds.append(time.monotonic() - started)
             node = world.register(next(iter(set(world.instances()) - known)))
-            world.kube.put(  # the scheduler places the pod on its new node
-                k.pod(
-                    name,
-                    "shop",
-                    node_name=node,
-                    requests={"cpu": "1500m"},
-                    owner_kind="ReplicaSet",
-                    owner_name="web",
-                )
-            )
+            world.kube.put(world.pod(name, node))  # the scheduler places the pod on its new node
             print(f"   trial {trial + 1:2d}: {seconds[-1]:.2f}s", flush=True)
         return seconds
     finally:
@@ -224,6 +229,18 @@ def soak(world: World, cycles: int) -> tuple[int, int, float]:
         both.stop()
 
 
+class _kept:
+    def __init__(self, path: str) -> None:
+        self.path = path
+        Path(path).mkdir(parents=True, exist_ok=True)
+
+    def __enter__(self) -> str:
+        return self.path
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--trials", type=int, default=20)
@@ -231,7 +248,8 @@ def main() -> int:
     parser.add_argument("--no-soak", action="store_true")
     args = parser.parse_args()
     missed = []
-    with tempfile.TemporaryDirectory() as tmp, mock_aws(), FakeKubeAPI() as kube:
+    keep = os.environ.get("BENCH_KEEP")  # a directory: keep the logs there
+    with tempfile.TemporaryDirectory() if not keep else _kept(keep) as tmp, mock_aws(), FakeKubeAPI() as kube:
         world = World(Path(tmp), kube)
         seconds = latency(world, args.trials)
         median, worst = statistics.median(seconds), max(seconds)

@@ -214,6 +214,9 @@ class Stage:
                 _log.warning("apply: cannot ask the remote whether main moved: %s (trying again)", exc)
             self._poll_failed = True
             return False
+        _log.debug(
+            "apply: %s is at %s (last applied: %s)", self.runner.config.git.branch, head, self.applied_head
+        )
         if self._poll_failed:
             _log.info("apply: the remote answers again")
         self._poll_failed = False

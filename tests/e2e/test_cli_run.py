@@ -9,8 +9,9 @@ import time
 import pytest
 
 from reconciler.kube.control import CONTROL_CONFIGMAP
+from reconciler.model import OWN_DRAIN_TAINT
 from tests.e2e.run_process import RunProcess, wait_for
-from tests.e2e.test_cli_apply import World
+from tests.e2e.test_cli_apply import World, approved
 from tests.fakes import k8s_objects as k
 
 pytestmark = pytest.mark.xdist_group("run-loop")  # real processes and timings: one worker
@@ -42,7 +43,12 @@ def test_a_pending_pod_is_planned_and_applied_before_the_next_interval(world: Wo
             run.metric("asg_reconciler_leader", stage="plan"),
             run.metric("asg_reconciler_leader", stage="apply"),
         ) == (1.0, 1.0)
-        assert (run.metric("asg_reconciler_cycles_total", stage="plan") or 0) >= 2
+        wait_for(  # the cycle that committed is counted once it has written events and status too
+            lambda: (run.metric("asg_reconciler_cycles_total", stage="plan") or 0) >= 2,
+            10,
+            "the plan cycles counted",
+            log=run.output,
+        )
         wait_for(  # counted once the apply cycle that raised it has finished
             lambda: (run.metric("asg_reconciler_apply_actions_total", action="raise") or 0) >= 1,
             10,
@@ -180,3 +186,55 @@ def test_a_bad_config_exits_2_at_start(world: World) -> None:
         code = run.process.wait(timeout=30)
     assert code == 2
     assert "run.renewDeadline: needs leaseDuration > renewDeadline" in run.output(), run.output()
+
+
+# --------------------------------------------------------------------- drains and the stop request
+
+
+def tainted(world: World, node: str) -> bool:
+    found = world.kube.get_object("Node", None, node) or {}
+    return any(t.get("key") == OWN_DRAIN_TAINT for t in found.get("spec", {}).get("taints", []))
+
+
+def test_sigterm_mid_drain_gives_the_node_back_and_healthz_stays_green_while_draining(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    approved(world, capsys)  # node-b's instance approved for removal
+    world.kube.pod_termination_seconds = 60.0  # web-b takes a minute to go: a long drain
+    world.config.write_text(world.config.read_text().replace("drainTimeout: 20s", "drainTimeout: 5m"))
+    # interval 2s: /healthz turns red after 6s without progress, far shorter than the drain (a
+    # minute); the drain looks every 2s, and every look is progress
+    with RunProcess(world.config, stages="apply", keys={"interval": "2s"}) as run:
+        wait_for(lambda: tainted(world, "node-b"), 20, "the drain to start", log=run.output)
+        for _ in range(20):  # ten seconds of draining
+            time.sleep(0.5)
+            assert run.get("/healthz")[0] == 200, run.output()
+        stopped = time.monotonic()
+        assert run.stop(signal.SIGTERM) == 0, run.output()
+        assert time.monotonic() - stopped < 10  # shutdownGracePeriod 30s < drainTimeout 5m: not waited for
+    assert not tainted(world, "node-b"), "BROKE: the node was not given back"
+    assert world.desired() == 2 and world.b_id in world.in_service()
+    assert holder(world, "asg-reconciler-apply-leader-prod") == ""
+    lease = world.kube.get_object("Lease", "kube-system", "asg-reconciler-apply-prod")
+    assert not (lease or {}).get("spec", {}).get("holderIdentity"), "apply's own Lease not released"
+
+
+def test_apply_suspend_in_the_config_file_stops_apply_at_the_next_cycle(world: World) -> None:
+    with RunProcess(world.config, keys={"interval": "1s"}) as run:
+        wait_for(lambda: run.get("/readyz")[0] == 200, 30, "readiness", log=run.output)
+        good = run.config.read_text()
+        run.config.write_text(good + "cluster: [not, a, name]\n")  # broken: the last good config goes on
+        wait_for(lambda: "going on with the last good config" in run.output(), 10, "the bad config said")
+        assert run.process.poll() is None
+        run.config.write_text(
+            good.replace("apply: {drainTimeout: 20s", "apply: {suspend: true, drainTimeout: 20s")
+        )
+        pending(world, "big-1")
+        wait_for(
+            lambda: (run.metric("asg_reconciler_errors_total", stage="apply", kind="suspended") or 0) >= 1,
+            15,
+            "apply suspended by the config",
+            log=run.output,
+        )
+        assert world.desired() == 2
+        run.stop()

@@ -98,7 +98,7 @@ class ConfigSource:
             try:
                 fresh = load_config(self.path)
             except ReconcilerError as exc:
-                self._metrics.cycle(stage, 0.0, "config")
+                self._metrics.error(stage, "config")
                 self._say(f"config: {exc}; going on with the last good config until it is fixed", True)
                 return self.current
             if _RestartOnly.of(fresh) != self._fixed:
@@ -207,22 +207,22 @@ class Stage:
     def _main_moved(self) -> bool:
         """`git ls-remote`: has git.branch moved since the last apply? A failing remote is logged
         once per outage and never ends the wait (the interval's cycle still comes)."""
+        config = self.runner.config_now(APPLY)
+        branch = config.git.branch
         try:
-            head = self.runner.repo(APPLY).remote_head(self.runner.config.git.branch)
+            head = self.runner.repo(APPLY, config).remote_head(branch)
         except ReconcilerError as exc:
             if not self._poll_failed:
                 _log.warning("apply: cannot ask the remote whether main moved: %s (trying again)", exc)
             self._poll_failed = True
             return False
-        _log.debug(
-            "apply: %s is at %s (last applied: %s)", self.runner.config.git.branch, head, self.applied_head
-        )
+        _log.debug("apply: %s is at %s (last applied: %s)", branch, head, self.applied_head)
         if self._poll_failed:
             _log.info("apply: the remote answers again")
         self._poll_failed = False
         if head is not None and head != self.applied_head:
             if self.applied_head is not None:
-                _log.info("apply: %s moved to %s", self.runner.config.git.branch, head[:12])
+                _log.info("apply: %s moved to %s", branch, head[:12])
             self.failures = 0  # a new commit is a new input: no backoff for it
             return True
         return False
@@ -302,7 +302,7 @@ class Runner:
         self._proposal: OpenProposal | None = None
         self._suspended = ""
         self._lock = threading.Lock()
-        self._repos: dict[str, WorkingCopy] = {}
+        self._repos: dict[str, tuple[tuple[str, str, str], WorkingCopy]] = {}
         self._warned: dict[str, frozenset[str]] = {}
 
     def _unschedulable(self, pod: str) -> None:
@@ -320,18 +320,26 @@ class Runner:
     def config_for(self, stage: str) -> Config:
         """The config as the file says now, with the stage's own clone when both stages share the
         process (they never move each other's refs mid-cycle)."""
-        config = self.source.read(stage)
+        return self._own_clone(stage, self.source.read(stage))
+
+    def config_now(self, stage: str) -> Config:
+        """The config as the last cycle read it (between cycles: the file is not read again)."""
+        return self._own_clone(stage, self.source.current)
+
+    def _own_clone(self, stage: str, config: Config) -> Config:
         if len(self.stages) > 1 and stage == APPLY:
             base = config.git.work_dir or str(default_work_dir(config))
             config = replace(config, git=replace(config.git, work_dir=f"{base}-apply"))
         return config
 
-    def repo(self, stage: str) -> WorkingCopy:
-        config = self.config_for(stage) if stage not in self._repos else self.config
-        if stage not in self._repos:
-            work = Path(config.git.work_dir) if config.git.work_dir else default_work_dir(config)
-            self._repos[stage] = WorkingCopy.from_config(config.git, work)
-        return self._repos[stage]
+    def repo(self, stage: str, config: Config) -> WorkingCopy:
+        """The stage's clone as `config` (the stage's, from config_for) names it: a changed git.url
+        or work dir gets its own WorkingCopy."""
+        work = Path(config.git.work_dir) if config.git.work_dir else default_work_dir(config)
+        key = (stage, config.git.url, str(work))
+        if self._repos.get(stage, (None,))[0] != key:
+            self._repos[stage] = (key, WorkingCopy.from_config(config.git, work))
+        return self._repos[stage][1]
 
     # ------------------------------------------------------------------------------------- cycles
 
@@ -355,7 +363,9 @@ class Runner:
             _log.warning("plan: %s", line)
         self.metrics.plan(plan, now)
         try:
-            proposal = open_proposal(self.repo(PLAN), config.cluster, config.git.branch, config.manifest_path)
+            proposal = open_proposal(
+                self.repo(PLAN, config), config.cluster, config.git.branch, config.manifest_path
+            )
         except ReconcilerError as exc:
             _log.warning("plan: cannot read the open proposal: %s", exc)
             proposal = self._proposal

@@ -286,6 +286,12 @@ class Metrics:
         if kind is not None:
             self.errors.labels(stage, kind).inc()
 
+    def error(self, stage: str, kind: str) -> None:
+        """A failure that is not a cycle of its own (the config file no longer loads: the cycle
+        goes on with the last good one)."""
+        self._stage(stage)
+        self.errors.labels(stage, error_kind_label(kind) or "other").inc()
+
     def success(self, stage: str, when: datetime) -> None:
         """The last successful plan / apply, like cluster-autoscaler's last_activity."""
         self._stage(stage)

@@ -28,7 +28,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
@@ -37,7 +37,7 @@ import urllib3
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from reconciler.kube.lease import micro_time
+from reconciler.kube.lease import micro_time, new_lease
 
 _log = logging.getLogger(__name__)
 
@@ -199,19 +199,7 @@ class LeaderElector:
             return
         now = datetime.now(UTC)
         if lease is None:
-            # The model serializes datetimes with isoformat(), which drops a zero fraction that the
-            # API server's MicroTime parser requires; a microsecond more keeps it there.
-            stamp = now if now.microsecond else now + timedelta(microseconds=1)
-            body = k8s.V1Lease(
-                metadata=k8s.V1ObjectMeta(name=self.name, namespace=self.namespace),
-                spec=k8s.V1LeaseSpec(
-                    holder_identity=self.identity,
-                    lease_duration_seconds=self._duration_seconds,
-                    acquire_time=stamp,
-                    renew_time=stamp,
-                    lease_transitions=0,
-                ),
-            )
+            body = new_lease(self.name, self.namespace, self.identity, self._duration_seconds, now)
             created = self._call(
                 "create",
                 lambda: coordination.create_namespaced_lease(

@@ -53,6 +53,23 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def new_lease(name: str, namespace: str, holder: str, duration_seconds: int, now: datetime) -> k8s.V1Lease:
+    """A Lease held by `holder` from `now`, to create."""
+    # The client's model serializes datetimes with isoformat(), which leaves out a zero fraction
+    # that the API server's MicroTime parser requires; a microsecond more keeps it there.
+    stamp = now if now.microsecond else now + timedelta(microseconds=1)
+    return k8s.V1Lease(
+        metadata=k8s.V1ObjectMeta(name=name, namespace=namespace),
+        spec=k8s.V1LeaseSpec(
+            holder_identity=holder,
+            lease_duration_seconds=duration_seconds,
+            acquire_time=stamp,
+            renew_time=stamp,
+            lease_transitions=0,
+        ),
+    )
+
+
 def micro_time(when: datetime) -> str:
     """MicroTime as the API server parses it: RFC 3339 with exactly six fractional digits."""
     if when.tzinfo is None:
@@ -322,19 +339,7 @@ class ApplyLease:
 
     def _create(self, now: datetime) -> bool:
         """False when the Lease already exists (409)."""
-        # The client's model serializes datetimes with isoformat(), which leaves out a zero fraction
-        # that the API server's MicroTime parser requires; a microsecond more keeps it there.
-        stamp = now if now.microsecond else now + timedelta(microseconds=1)
-        body = k8s.V1Lease(
-            metadata=k8s.V1ObjectMeta(name=self.name, namespace=self.namespace),
-            spec=k8s.V1LeaseSpec(
-                holder_identity=self.identity,
-                lease_duration_seconds=self.duration_seconds,
-                acquire_time=stamp,
-                renew_time=stamp,
-                lease_transitions=0,
-            ),
-        )
+        body = new_lease(self.name, self.namespace, self.identity, self.duration_seconds, now)
         try:
             response: Any = self.coordination.create_namespaced_lease(
                 self.namespace, body, _preload_content=False

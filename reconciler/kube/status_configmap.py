@@ -49,10 +49,14 @@ class StatusConfigMap:
         name: str = STATUS_CONFIGMAP,
         *,
         request_timeout: float = 10.0,
+        key: str = STATUS_KEY,
     ) -> None:
+        """`key`: the data key this writer owns (the split deployment's plan and apply processes
+        each write their own, so neither overwrites the other's view)."""
         self.core = k8s.CoreV1Api(api)
         self.namespace = namespace
         self.name = name
+        self.key = key
         self.request_timeout = request_timeout
         self._failing = False  # log the first failure of a streak, not one per cycle
 
@@ -91,7 +95,7 @@ class StatusConfigMap:
                     "namespace": self.namespace,
                     "annotations": {LAST_UPDATED_ANNOTATION: _time(now)},
                 },
-                "data": {STATUS_KEY: text},
+                "data": {self.key: text},
             }
             try:
                 self.core.create_namespaced_config_map(
@@ -102,7 +106,7 @@ class StatusConfigMap:
                     raise _Conflict from None
                 raise
             return True
-        if (current.get("data") or {}).get(STATUS_KEY) == text:
+        if (current.get("data") or {}).get(self.key) == text:
             return False
         meta = current.get("metadata") or {}
         patch = {
@@ -110,7 +114,7 @@ class StatusConfigMap:
                 "resourceVersion": str(meta.get("resourceVersion") or ""),
                 "annotations": {LAST_UPDATED_ANNOTATION: _time(now)},
             },
-            "data": {STATUS_KEY: text},
+            "data": {self.key: text},
         }
         try:
             self.core.patch_namespaced_config_map(

@@ -154,7 +154,9 @@ class UnschedulableWatch:
     # ------------------------------------------------------------------ the thread
 
     def _run(self) -> None:
+        quick = 0  # watches in a row that ended soon after they began (410s, streams cut short)
         while not self._stop.is_set():
+            began = time.monotonic()
             try:
                 if not self._version:
                     self._list()
@@ -166,11 +168,20 @@ class UnschedulableWatch:
                 if self._stop.is_set():
                     return
                 self._failed(exc)
+                continue
+            # client-go's backoff manager, in short: a server that keeps ending watches at once
+            # (410 after 410, a stream cut after one event) is never asked again in a tight loop
+            if time.monotonic() - began < _QUICK_END:
+                quick += 1
+                delay = min(self.max_backoff, self.initial_backoff * 2 ** min(quick - 1, 30))
+                self._stop.wait(delay * (0.5 + random.random() / 2))
+            else:
+                quick = 0
 
     def _failed(self, exc: Exception) -> None:
         self._restarts += 1
         self._failures += 1
-        delay = min(self.max_backoff, self.initial_backoff * 2 ** (self._failures - 1))
+        delay = min(self.max_backoff, self.initial_backoff * 2 ** min(self._failures - 1, 30))
         delay *= 0.5 + random.random() / 2
         kind, why = _describe(exc, self.host)
         if kind != self._trouble:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -92,7 +92,16 @@ def _proposed(copy: WorkingCopy, config: Config) -> frozenset[str]:
         return frozenset()  # a broken proposal only loses its preference; publishing reports it
 
 
-def plan_once(config: Config, snapshot: Path | None, now: datetime, *, dry_run: bool) -> PlanRun:
+def plan_once(
+    config: Config,
+    snapshot: Path | None,
+    now: datetime,
+    *,
+    dry_run: bool,
+    guard: Callable[[], None] = lambda: None,
+) -> PlanRun:
+    """`guard` runs right before each write (the run loop's: still the leader?); raising stops the
+    plan with nothing written, so a deposed leader never publishes what it decided as leader."""
     if not config.git.url:
         if not dry_run:
             raise UserError(
@@ -114,6 +123,8 @@ def plan_once(config: Config, snapshot: Path | None, now: datetime, *, dry_run: 
         last_scale_up=last_scale_up(records, cluster=config.cluster),
     )
     inventory = observe(config, snapshot, now)
+    if not dry_run:
+        guard()
     adopted_text, adopted = adopt_drift(copy, config, inventory, records, text, dry_run=dry_run)
     if adopted_text != text:  # the planner starts from the adopted values (its baseline, rule 1)
         text, manifest = adopted_text, read_manifest(adopted_text, label)
@@ -133,6 +144,7 @@ def plan_once(config: Config, snapshot: Path | None, now: datetime, *, dry_run: 
         return make_plan(replace(inputs, committed=committed_groups(read_manifest(current, label))))
 
     forge = make_forge(config.forge, git_url=config.git.url)
+    guard()
     published = publish(plan, text, replan, copy, forge, config)
     if adopted:
         published = replace(published, notes=adopted + published.notes)

@@ -7,7 +7,7 @@ logs). The plan stage cycles every `run.interval` and, debounced, as soon as a p
 unschedulable (a watch, not a poll); the apply stage every `run.interval` and as soon as
 `git ls-remote` says `git.branch` moved. A failed cycle is logged and counted and the stage backs
 off; only a bad config at start ends the process (exit 2). SIGTERM or Ctrl-C: the current step
-finishes or is abandoned safely, the Leases are released, exit 0 (a second signal: exit 130 at once).
+finishes or is abandoned safely, the Leases are released, exit 0 (a second Ctrl-C: exit 130 at once).
 """
 
 from __future__ import annotations
@@ -19,14 +19,14 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 from reconciler.config import Config, load_config
-from reconciler.errors import ReconcilerError, RefusedError, StopRequested, UserError
+from reconciler.errors import OperationError, ReconcilerError, RefusedError, StopRequested, UserError
 from reconciler.gitops.proposal import OpenProposal, open_proposal
 from reconciler.gitops.repo import WorkingCopy
 from reconciler.kube.client import api_client, run_namespace
@@ -81,9 +81,9 @@ class _RestartOnly:
 
 
 class ConfigSource:
-    """The config file, read again at every cycle: most keys take effect at the next cycle; the
-    cluster, `run.*` and `kubernetes.*` need a restart (logged once when they change). A file that
-    no longer loads keeps the last good config and is reported until it is fixed."""
+    """The config file, read again at every cycle: most keys take effect at the next cycle; a file
+    that changes the cluster, `run.*` or `kubernetes.*` waits whole for a restart (logged once). A
+    file that no longer loads keeps the last good config and is reported until it is fixed."""
 
     def __init__(self, path: Path, config: Config, metrics: Metrics) -> None:
         self.path = path
@@ -102,12 +102,16 @@ class ConfigSource:
                 self._say(f"config: {exc}; going on with the last good config until it is fixed", True)
                 return self.current
             if _RestartOnly.of(fresh) != self._fixed:
+                # Not half of it: a new cluster name with the old one's pods and new node groups
+                # would plan one cluster's pods onto another's ASGs. The whole file waits.
+                self._metrics.error(stage, "config")
                 self._say(
-                    f"config: {self.path}: cluster, run.* or kubernetes.* changed: takes a restart", True
+                    f"config: {self.path}: cluster, run.* or kubernetes.* changed: the whole file takes "
+                    "effect after a restart; going on with the config read before",
+                    True,
                 )
-                fresh = replace(fresh, cluster=self._fixed.cluster, run=self.current.run)
-                fresh = replace(fresh, kubernetes=self.current.kubernetes)
-            elif self._said:
+                return self.current
+            if self._said:
                 self._say("", False)
             self.current = fresh
             return fresh
@@ -140,6 +144,7 @@ class Stage:
         self.failures = 0
         self.wait = 0.0  # seconds the stage waits before its next cycle (backoff included)
         self.next_due = 0.0  # time.monotonic() of the next cycle
+        self.next_poll = 0.0  # apply: time.monotonic() of the next `git ls-remote`
         self.thread = threading.Thread(target=self._main, name=f"stage-{name}", daemon=True)
         self.applied_head: str | None = None  # apply: the tip of git.branch the last cycle saw
         self._poll_failed = False
@@ -160,6 +165,12 @@ class Stage:
         return f"{self.runner.config.run.interval.total_seconds():g}s"
 
     def _main(self) -> None:
+        try:
+            self._serve()
+        finally:  # however the thread ends, it never keeps a Lease it no longer acts on
+            self.elector.stop(release=True)
+
+    def _serve(self) -> None:
         shutdown = self.runner.shutdown
         self.runner.metrics.leader(self.name, False)  # until the elector says otherwise
         self.elector.start()
@@ -171,7 +182,7 @@ class Stage:
                 self.elector.wait(_SLICE)
                 continue
             try:
-                if self._due():
+                if self._due() and not shutdown.requested:
                     self._cycle()
             except StopRequested:
                 break
@@ -185,23 +196,26 @@ class Stage:
         needs the loop's attention first (leadership lost, stop requested)."""
         shutdown, config = self.runner.shutdown, self.runner.config
         poll = config.run.apply_poll_interval.total_seconds()
-        next_poll = time.monotonic()
         while not shutdown.requested and self.elector.is_leader():
             self.runner.health.progress(self.name)
             now = time.monotonic()
             if now >= self.next_due:
                 return True
-            if self.name == APPLY and now >= next_poll:
-                next_poll = now + poll
+            if self.name == APPLY and now >= self.next_poll:
+                self.next_poll = now + poll  # kept across calls: a failing poll never spins
                 if self._main_moved():
                     return True
             if self.wake.is_set() and self.failures == 0:
                 if self.name == PLAN and config.run.debounce.total_seconds() > 0:
                     shutdown.sleep(config.run.debounce.total_seconds())  # let a burst of pods arrive
                 self.wake.clear()
-                return True
-            wait = min(_SLICE, self.next_due - now, (next_poll - now) if self.name == APPLY else _SLICE)
-            self.wake.wait(max(0.01, wait))
+                return not shutdown.requested
+            polling = (self.next_poll - now) if self.name == APPLY else _SLICE
+            wait = max(0.01, min(_SLICE, self.next_due - now, polling))
+            if self.wake.is_set():  # a trigger held back by the backoff: wait without it
+                shutdown.sleep(wait)
+            else:
+                self.wake.wait(wait)
         return False
 
     def _main_moved(self) -> bool:
@@ -211,7 +225,7 @@ class Stage:
         branch = config.git.branch
         try:
             head = self.runner.repo(APPLY, config).remote_head(branch)
-        except ReconcilerError as exc:
+        except Exception as exc:  # a poll that fails for any reason (an OSError too) is only a poll
             if not self._poll_failed:
                 _log.warning("apply: cannot ask the remote whether main moved: %s (trying again)", exc)
             self._poll_failed = True
@@ -266,7 +280,8 @@ class Stage:
         run = self.runner.config.run
         self.failures += 1
         interval = run.interval.total_seconds()
-        self.wait = min(interval * 2 ** (self.failures - 1), max(run.max_backoff.total_seconds(), interval))
+        doubling = 2 ** min(self.failures - 1, 30)  # capped: a fault lasting days never overflows
+        self.wait = min(interval * doubling, max(run.max_backoff.total_seconds(), interval))
         self.next_due = time.monotonic() + self.wait
 
     def body(self, config: Config, now: datetime) -> tuple[str, str, str | None]:
@@ -291,7 +306,10 @@ class Runner:
         self.server = TelemetryServer(config.run.metrics_address, self.metrics, self.health)
         timeout = config.kubernetes.request_timeout.total_seconds()
         self.events = EventRecorder(self.kube, host=socket.gethostname(), request_timeout=timeout)
-        self.status = StatusConfigMap(self.kube, self.namespace, request_timeout=timeout)
+        # one process with both stages writes `status`; the split deployment's two write `status-plan`
+        # and `status-apply`, so neither overwrites the other's view every cycle
+        key = "status" if len(self.stages) > 1 else f"status-{next(iter(self.stages))}"
+        self.status = StatusConfigMap(self.kube, self.namespace, request_timeout=timeout, key=key)
         self.watch: UnschedulableWatch | None = None
         if PLAN in self.stages:
             plan = self.stages[PLAN]
@@ -344,7 +362,7 @@ class Runner:
     # ------------------------------------------------------------------------------------- cycles
 
     def plan_cycle(self, config: Config, now: datetime) -> tuple[str, str, str | None]:
-        run = plan_once(config, None, now, dry_run=False)
+        run = plan_once(config, None, now, dry_run=False, guard=self._still_leading(PLAN))
         plan = run.plan
         for group in plan.groups:
             if group.action != "none" or group.cancelled_removals:
@@ -426,6 +444,18 @@ class Runner:
         kind = None if code == 0 else "refused" if code == 3 else "other"
         return summary or "in sync", report.commit, kind
 
+    def _still_leading(self, stage: str) -> Callable[[], None]:
+        elector = self.stages[stage].elector
+
+        def guard() -> None:
+            if not elector.is_leader():
+                raise OperationError(
+                    f"{stage}: lost the Lease {elector.where} during the cycle: nothing written "
+                    "(the new leader plans from fresh state)"
+                )
+
+        return guard
+
     def _read_switch(self, config: Config) -> None:
         """The kill switch as it is at the end of an apply cycle, for the metrics and the status
         ConfigMap (apply itself reads it before every change)."""
@@ -503,9 +533,13 @@ class Runner:
     @contextmanager
     def _signals(self) -> Iterator[None]:
         def handle(signum: int, frame: object) -> None:
+            name = signal.Signals(signum).name
             if self.shutdown.requested:
-                os._exit(130)  # a second signal: the user means now
-            _log.info("run: %s received", signal.Signals(signum).name)
+                if signum == signal.SIGINT:
+                    os._exit(130)  # a second Ctrl-C: the person at the terminal means now
+                _log.info("run: %s again: still stopping safely (a second Ctrl-C exits at once)", name)
+                return  # a repeated SIGTERM (an init wrapper, a process group) must not cut a give-back
+            _log.info("run: %s received", name)
             self.shutdown.request()
 
         previous = {s: signal.signal(s, handle) for s in (signal.SIGTERM, signal.SIGINT)}

@@ -164,6 +164,9 @@ def test_events_are_folded_over_many_cycles(world: World) -> None:
     events = [e for e in world.kube.objects("Event", "shop") if e["involvedObject"]["name"] == "big-1"]
     assert len(events) == 1, events
     assert events[0]["reason"] == "NotTriggerScaleUp"
+    assert events[0]["count"] >= 6  # the folded repeats are written when the process stops
+    status = world.kube.get_object("ConfigMap", "kube-system", "asg-reconciler-status")
+    assert status is not None and list(status["data"]) == ["status-plan"]  # a plan-only process's key
 
 
 def test_healthz_is_red_when_the_loop_stalls(world: World) -> None:

@@ -232,3 +232,22 @@ def test_a_server_that_goes_away_and_comes_back(own_server: Callable[..., FakeKu
         assert reports.keys == ["shop/before", "shop/while-down", "shop/after"]
     finally:
         api.close()
+
+
+def test_a_server_that_answers_every_watch_with_410_is_not_asked_in_a_tight_loop(
+    kube_api: FakeKubeAPI, make: Make
+) -> None:
+    """Found by review: 410 after 410 re-listed at ~2,000 requests/s."""
+    watches: list[str] = []
+
+    def gone(method: str, path: str, query: dict[str, str]) -> Any:
+        if query.get("watch") in ("true", "1"):
+            watches.append(path)
+            return (410, None)
+        return None
+
+    kube_api.fault = gone
+    make(initial_backoff=0.1, max_backoff=0.5)
+    time.sleep(3.0)
+    kube_api.fault = None
+    assert 2 <= len(watches) <= 20, len(watches)  # backed off: at most ~one every 0.5s once grown

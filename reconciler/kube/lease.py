@@ -233,17 +233,19 @@ class ApplyLease:
             self._patch_ours("anchor on", {}, {RECORD_ANCHOR_ANNOTATION: digest}, retry=True)
 
     def check(self) -> None:
-        """Raise unless the lease is ours and was renewed within its duration."""
+        """Raise unless the lease is ours and was renewed recently enough: within its duration less
+        one renewal period, client-go's renewDeadline margin, so the change this check guards is
+        made while no one else could take the Lease yet (a synced clock assumed)."""
         if self._lost is not None:
             raise self._lost
         renewed = self._renewed
         if renewed is None:
             raise OperationError(f"lease {self.where} is not held")
         age = (self._now() - renewed).total_seconds()
-        if age >= self.duration_seconds:
+        if age >= self.duration_seconds - self.renew_every:
             raise OperationError(
                 f"lease {self.where} was not renewed for {int(age)}s (duration {self.duration_seconds}s): "
-                "another apply may have taken it"
+                "another apply may take it before this change is made"
             )
 
     # ------------------------------------------------------------------ context manager

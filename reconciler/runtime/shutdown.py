@@ -7,9 +7,16 @@ import time
 from collections.abc import Callable
 
 
+# What a finished drain still has to do before the process is gone: the intent record, the
+# terminate call, the result record, the Leases given back. A drain may go on only if it ends this
+# long before the grace period does (a quarter of the period when that is shorter).
+AFTER_DRAIN = 20.0
+
+
 class Shutdown:
     """The stop request, with the grace period it leaves (`run.shutdownGracePeriod`): a step that
-    ends within it may finish; a longer one is abandoned safely (LoopHooks.stopping)."""
+    ends in time to finish what follows it may finish; a longer one is abandoned safely
+    (LoopHooks.stopping)."""
 
     def __init__(self, grace: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.event = threading.Event()
@@ -19,7 +26,7 @@ class Shutdown:
 
     def request(self) -> None:
         if self._deadline is None:
-            self._deadline = self._clock() + self.grace
+            self._deadline = self._clock() + self.grace - min(AFTER_DRAIN, self.grace / 4)
         self.event.set()
 
     @property

@@ -59,8 +59,11 @@ def test_the_stop_request_only_lets_steps_that_end_in_time_go_on() -> None:
     clock = [100.0]
     shutdown = Shutdown(grace=30.0, clock=lambda: clock[0])
     assert not shutdown.stopping(math.inf)  # nothing requested: everything goes on
-    shutdown.request()
-    assert shutdown.stopping(math.inf) and shutdown.stopping(131.0) and not shutdown.stopping(129.0)
+    shutdown.request()  # 30s of grace, of which the last 7.5s are kept for what follows a drain
+    assert shutdown.stopping(math.inf) and shutdown.stopping(123.0) and not shutdown.stopping(122.0)
     clock[0] = 200.0
     shutdown.request()  # a second request does not move the deadline
-    assert shutdown.stopping(131.0)
+    assert shutdown.stopping(123.0)
+    long = Shutdown(grace=660.0, clock=lambda: 0.0)  # drainTimeout 10m, grace 11m, as examples set
+    long.request()
+    assert not long.stopping(600.0) and long.stopping(641.0)  # 20s kept after the drain

@@ -6,7 +6,6 @@ import threading
 import time
 from collections.abc import Callable
 
-
 # What a finished drain still has to do before the process is gone: the intent record, the
 # terminate call, the result record, the Leases given back. A drain may go on only if it ends this
 # long before the grace period does (a quarter of the period when that is shorter).

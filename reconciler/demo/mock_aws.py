@@ -62,8 +62,8 @@ def mock_aws() -> Iterator[str]:
     os.environ.update(
         {
             "MOTO_EC2_LOAD_DEFAULT_AMIS": "false",
-            "AWS_ACCESS_KEY_ID": "demo",
-            "AWS_SECRET_ACCESS_KEY": "demo",
+            "AWS_ACCESS_KEY_ID": "AKIDEMOEXAMPLE",  # not "demo": log redaction would hide the cluster name
+            "AWS_SECRET_ACCESS_KEY": "demo-secret-not-real",
             "AWS_DEFAULT_REGION": REGION,
             "AWS_EC2_METADATA_DISABLED": "true",
             "AWS_CONFIG_FILE": os.devnull,

@@ -189,8 +189,8 @@ def _hand_over(echo: Echo, workdir: Path, endpoint: str) -> None:
     echo("\n# Your turn: the files stay in " + str(workdir) + "; AWS and Kubernetes serve until Ctrl-C.")
     echo("# In another shell:")
     echo(
-        f"unset AWS_PROFILE; export AWS_ENDPOINT_URL={endpoint} AWS_ACCESS_KEY_ID=demo "
-        f"AWS_SECRET_ACCESS_KEY=demo AWS_DEFAULT_REGION={REGION}"
+        f"unset AWS_PROFILE; export AWS_ENDPOINT_URL={endpoint} AWS_ACCESS_KEY_ID=AKIDEMOEXAMPLE "
+        f"AWS_SECRET_ACCESS_KEY=demo-secret-not-real AWS_DEFAULT_REGION={REGION}"
     )
     echo(f"asg-reconciler status --config {config}")
     echo(f"asg-reconciler plan --dry-run --config {config}")

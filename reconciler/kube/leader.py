@@ -105,6 +105,11 @@ class LeaderElector:
         self._thread = threading.Thread(target=self._run, name=f"leader-{self.name}", daemon=True)
         self._thread.start()
 
+    @property
+    def observed(self) -> bool:
+        """Whether the Lease has been read (or written) at least once: the elector knows who leads."""
+        return self._observed is not None or self._held_since is not None
+
     def is_leader(self) -> bool:
         """True only while the last successful acquire/renew started less than renew_deadline ago."""
         held = self._held_since

@@ -145,8 +145,9 @@ class Stage:
         self.wait = 0.0  # seconds the stage waits before its next cycle (backoff included)
         self.next_due = 0.0  # time.monotonic() of the next cycle
         self.next_poll = 0.0  # apply: time.monotonic() of the next `git ls-remote`
+        self.last_summary = ""  # how the last cycle ended, to say a repeated answer once
         self.thread = threading.Thread(target=self._main, name=f"stage-{name}", daemon=True)
-        self.applied_head: str | None = None  # apply: the tip of git.branch the last cycle saw
+        self.tried_head: str | None = None  # apply: the tip ls-remote last saw and a cycle was started for
         self._poll_failed = False
 
     # --------------------------------------------------------------------------------- the thread
@@ -178,7 +179,8 @@ class Stage:
         while not shutdown.requested:
             self.runner.health.progress(self.name)
             if not self.elector.is_leader():
-                self.runner.health.ready(self.name)  # a follower is ready: it stands by
+                if self.elector.observed:  # a follower that has read the Lease is ready: it stands by
+                    self.runner.health.ready(self.name)
                 self.elector.wait(_SLICE)
                 continue
             try:
@@ -230,14 +232,15 @@ class Stage:
                 _log.warning("apply: cannot ask the remote whether main moved: %s (trying again)", exc)
             self._poll_failed = True
             return False
-        _log.debug("apply: %s is at %s (last applied: %s)", branch, head, self.applied_head)
+        _log.debug("apply: %s is at %s (last cycle started for %s)", branch, head, self.tried_head)
         if self._poll_failed:
             _log.info("apply: the remote answers again")
         self._poll_failed = False
-        if head is not None and head != self.applied_head:
-            if self.applied_head is not None:
+        if head is not None and head != self.tried_head:
+            if self.tried_head is not None:
                 _log.info("apply: %s moved to %s", branch, head[:12])
-            self.failures = 0  # a new commit is a new input: no backoff for it
+                self.failures = 0  # a new commit is a new input: no backoff for it
+            self.tried_head = head  # a failing cycle on this commit backs off; the next commit does not
             return True
         return False
 
@@ -255,8 +258,14 @@ class Stage:
         except ReconcilerError as exc:
             kind = error_kind(exc)
             summary, commit = str(exc), ""
-            log = _log.info if kind in ("refused", "suspended") else _log.warning
-            log("%s: %s cycle %s: %s", self.name, "refused" if kind == "refused" else "failed", kind, exc)
+            if kind == "suspended":  # an answer, said when it changes: not a fault every cycle
+                if summary != self.last_summary:
+                    _log.warning("%s: not acting: %s", self.name, exc)
+            elif kind == "refused":
+                _log.info("%s: refused: %s", self.name, exc)
+            else:
+                _log.warning("%s: cycle failed (%s): %s", self.name, kind, exc)
+        self.last_summary = summary
         seconds = time.monotonic() - started
         runner.metrics.cycle(self.name, seconds, kind)
         ok = kind is None
@@ -270,7 +279,7 @@ class Stage:
         else:
             self._failed()
             _log.info(
-                "%s: next cycle in %gs (backing off after %d failures)", self.name, self.wait, self.failures
+                "%s: next cycle in %gs (backing off: %d failed in a row)", self.name, self.wait, self.failures
             )
         self.next_due = time.monotonic() + self.wait
         runner.health.ready(self.name)
@@ -324,7 +333,8 @@ class Runner:
         self._warned: dict[str, frozenset[str]] = {}
 
     def _unschedulable(self, pod: str) -> None:
-        _log.info("plan: pod %s is unschedulable: planning now", pod)
+        if self.stages[PLAN].elector.is_leader():  # a standby replica only keeps the trigger
+            _log.info("plan: pod %s is unschedulable: planning now", pod)
         self._plan_wake.set()
 
     def _stall_after(self, stage: str) -> float:
@@ -364,20 +374,17 @@ class Runner:
     def plan_cycle(self, config: Config, now: datetime) -> tuple[str, str, str | None]:
         run = plan_once(config, None, now, dry_run=False, guard=self._still_leading(PLAN))
         plan = run.plan
-        for group in plan.groups:
-            if group.action != "none" or group.cancelled_removals:
-                _log.info(
-                    "plan: %s %s %d -> %d (%s)",
-                    group.name,
-                    group.action,
-                    group.current,
-                    group.desired,
-                    "; ".join(group.reasons) or "no reason given",
-                )
+        decisions = tuple(
+            f"{g.name} {g.action} {g.current} -> {g.desired} ({'; '.join(g.reasons) or 'no reason given'})"
+            for g in plan.groups
+            if g.action != "none" or g.cancelled_removals
+        )
+        for line in self._new_lines("plan-decisions", decisions):  # an open proposal: said once
+            _log.info("plan: %s", line)
         published = run.published
         for note in published.notes if published is not None else ():
             _log.info("plan: %s", note)
-        for line in self._new_warnings(PLAN, plan.warnings):
+        for line in self._new_lines(PLAN, plan.warnings):
             _log.warning("plan: %s", line)
         self.metrics.plan(plan, now)
         try:
@@ -410,7 +417,6 @@ class Runner:
         return summary, main or "", None
 
     def apply_cycle(self, config: Config, now: datetime) -> tuple[str, str, str | None]:
-        apply_stage = self.stages[APPLY]
         hooks = LoopHooks(stopping=self.shutdown.stopping, progress=lambda: self.health.progress(APPLY))
         try:
             run = apply_once(config, now, dry_run=False, hooks=hooks)
@@ -420,7 +426,6 @@ class Runner:
         finally:
             self._read_switch(config)
         report = run.report
-        apply_stage.applied_head = report.commit or apply_stage.applied_head
         for group in report.groups:
             if group.action != "none":
                 _log.info(
@@ -433,7 +438,7 @@ class Runner:
                 )
         for line in report.given_back + report.stuck:
             _log.info("apply: %s", line)
-        for line in self._new_warnings(APPLY, report.warnings):
+        for line in self._new_lines(APPLY, report.warnings):
             _log.warning("apply: %s", line)
         self.metrics.apply(report)
         self._emit(apply_events(report))
@@ -467,19 +472,22 @@ class Runner:
         self.metrics.suspensions(control.cluster is not None, control.groups)
         self._suspended = "; ".join(control.lines())
 
-    def _new_warnings(self, stage: str, warnings: tuple[str, ...]) -> list[str]:
-        """Warnings not logged by the stage's previous cycle: a config warning is said once, not
-        every 30 seconds (it is said again if it goes away and comes back)."""
-        before = self._warned.get(stage, frozenset())
-        self._warned[stage] = frozenset(warnings)
-        return [w for w in warnings if w not in before]
+    def _new_lines(self, key: str, lines: tuple[str, ...]) -> list[str]:
+        """Lines not logged under `key` by the previous cycle: a standing warning or decision is said
+        once, not every 30 seconds (and again if it goes away and comes back)."""
+        before = self._warned.get(key, frozenset())
+        self._warned[key] = frozenset(lines)
+        return [line for line in lines if line not in before]
 
     def _emit(self, events: list[EventSpec]) -> None:
-        if events:
+        if events and not self.shutdown.requested:
             self.events.emit(events, datetime.now(UTC))
 
     def finished(self, result: StageResult) -> None:
-        """After every cycle of any stage: the status ConfigMap, written only when it changed."""
+        """After every cycle of any stage: the status ConfigMap, written only when it changed (not
+        once stopping: an API server that hangs must not hold the stop for another timeout)."""
+        if self.shutdown.requested:
+            return
         now = datetime.now(UTC)
         with self._lock:
             self._results[result.stage] = settle(self._results.get(result.stage), result)
@@ -521,7 +529,7 @@ class Runner:
             for stage in self.stages.values():
                 stage.wake.set()
                 stage.thread.join()
-        self.events.flush(datetime.now(UTC))  # what was folded into the rate window
+        self._bounded(lambda: self.events.flush(datetime.now(UTC)), 5.0)  # the folded repeats
         for stage in self.stages.values():
             stage.elector.stop(release=True)
         if self.watch is not None:
@@ -529,6 +537,14 @@ class Runner:
         self.server.stop()
         _log.info("run: stopped; Leases released")
         return 0
+
+    @staticmethod
+    def _bounded(step: Callable[[], object], seconds: float) -> None:
+        """A best-effort step on the way out, given at most `seconds` (a daemon thread: a hung API
+        server cannot hold the exit)."""
+        thread = threading.Thread(target=step, name="on-the-way-out", daemon=True)
+        thread.start()
+        thread.join(seconds)
 
     @contextmanager
     def _signals(self) -> Iterator[None]:

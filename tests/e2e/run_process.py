@@ -41,7 +41,11 @@ def with_run(config: Path, stages: str, port: int, keys: Mapping[str, str] | Non
 
 class RunProcess:
     def __init__(
-        self, config: Path, stages: str = "plan, apply", keys: Mapping[str, str] | None = None
+        self,
+        config: Path,
+        stages: str = "plan, apply",
+        keys: Mapping[str, str] | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.port = free_port()
         self.config = with_run(config, stages, self.port, keys)
@@ -51,7 +55,7 @@ class RunProcess:
             [sys.executable, "-m", "reconciler", "--log-level", "debug", "run", "--config", str(self.config)],
             stdout=self._log_file,
             stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
         )
 
     @property

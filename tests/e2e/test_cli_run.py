@@ -241,3 +241,25 @@ def test_apply_suspend_in_the_config_file_stops_apply_at_the_next_cycle(world: W
         )
         assert world.desired() == 2
         run.stop()
+
+
+def test_a_failing_apply_backs_off_although_ls_remote_keeps_answering(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by the new-user trial: every poll of main looked like a new commit, so apply retried a
+    dead AWS endpoint every few seconds instead of backing off."""
+    assert world.cli(capsys, "plan").code == 0  # main has a commit to apply
+    dead = {"AWS_ENDPOINT_URL": "http://127.0.0.1:9"}  # nothing listens there
+    keys = {"interval": "1s", "maxBackoff": "4s"}
+    with RunProcess(world.config, stages="apply", keys=keys, env=dead) as run:
+        wait_for(
+            lambda: (run.metric("asg_reconciler_errors_total", stage="apply", kind="aws") or 0) >= 1,
+            30,
+            "a failed apply cycle",
+            log=run.output,
+        )
+        time.sleep(8)  # backing off 1s, 2s, 4s, 4s: a handful of cycles, not one per 500ms poll
+        failed = run.metric("asg_reconciler_errors_total", stage="apply", kind="aws") or 0
+        assert failed <= 6, (failed, run.output())
+        assert "backing off" in run.output()
+        run.stop()

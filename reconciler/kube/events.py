@@ -42,7 +42,7 @@ import urllib3
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from reconciler.kube.retry import transient
+from reconciler.kube.retry import no_answer, transient
 from reconciler.telemetry.events import NODE, EventSpec
 
 _log = logging.getLogger(__name__)
@@ -324,5 +324,4 @@ class EventRecorder:
 def _describe(exc: Exception) -> str:
     if isinstance(exc, ApiException):
         return f"HTTP {exc.status} {exc.reason or ''}".strip()
-    reason = getattr(exc, "reason", None) or exc
-    return str(reason).splitlines()[0] if str(reason) else type(exc).__name__
+    return no_answer(exc)[1]

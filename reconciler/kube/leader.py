@@ -38,6 +38,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from reconciler.kube.lease import micro_time, new_lease
+from reconciler.kube.retry import no_answer
 
 _log = logging.getLogger(__name__)
 
@@ -297,7 +298,7 @@ class LeaderElector:
             self._failed(f"HTTP {exc.status}", f"{action}: HTTP {exc.status} {exc.reason or 'error'}")
             return _FAILED
         except urllib3.exceptions.HTTPError as exc:
-            kind, reason = _no_answer(exc)
+            kind, reason = no_answer(exc)
             self._failed(kind, f"{action}: no answer from {self._configuration.host}: {reason}")
             return _FAILED
         document: dict[str, Any] = orjson.loads(response.data)
@@ -362,19 +363,6 @@ _FAILED = object()
 
 def _left(deadline: float) -> float:
     return max(0.001, deadline - time.monotonic())
-
-
-def _no_answer(exc: urllib3.exceptions.HTTPError) -> tuple[str, str]:
-    """(kind, reason) of a call that got no HTTP answer: timed out, refused, dropped."""
-    cause: BaseException = exc
-    if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason is not None:
-        cause = exc.reason
-    if isinstance(cause, urllib3.exceptions.TimeoutError):
-        return "timed out", "timed out"
-    text = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
-    if "Connection refused" in text:
-        return "refused", "connection refused"
-    return type(cause).__name__, text
 
 
 def _record(lease: dict[str, Any]) -> _Record:

@@ -40,6 +40,20 @@ def timed_out(exc: BaseException | None) -> bool:
     )
 
 
+def no_answer(exc: BaseException) -> tuple[str, str]:
+    """(kind, reason) of a call that got no HTTP answer: timed out, refused, else urllib3's first
+    line. One place, since urllib3 makes a refused connection a kind of ConnectTimeoutError."""
+    cause: BaseException = exc
+    if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason is not None:
+        cause = exc.reason
+    text = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
+    if "Connection refused" in text:
+        return "refused", "connection refused"
+    if timed_out(exc):
+        return "timed out", "timed out"
+    return type(cause).__name__, text
+
+
 class _TimedOutAgain(tenacity.stop.stop_base):
     def __call__(self, state: tenacity.RetryCallState) -> bool:
         outcome = state.outcome

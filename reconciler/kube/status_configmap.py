@@ -21,6 +21,8 @@ import urllib3
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from reconciler.kube.retry import no_answer
+
 _log = logging.getLogger(__name__)
 
 STATUS_CONFIGMAP = "asg-reconciler-status"
@@ -78,8 +80,7 @@ class StatusConfigMap:
         except ApiException as exc:
             self._failed(f"HTTP {exc.status} {exc.reason or ''}".strip())
         except urllib3.exceptions.HTTPError as exc:
-            reason = getattr(exc, "reason", None) or exc
-            self._failed(str(reason).splitlines()[0] if str(reason) else type(exc).__name__)
+            self._failed(no_answer(exc)[1])
         except ValueError as exc:
             self._failed(f"unreadable answer: {exc}")
         return False

@@ -28,6 +28,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from reconciler.kube.live import NOT_TERMINAL
+from reconciler.kube.retry import no_answer
 from reconciler.kube.schema import ListMetaDoc
 
 _log = logging.getLogger(__name__)
@@ -355,15 +356,8 @@ def _describe(exc: Exception, host: str) -> tuple[str, str]:
     if isinstance(exc, ApiException):
         return f"HTTP {exc.status}", f"HTTP {exc.status} {exc.reason or 'error'}"
     if isinstance(exc, urllib3.exceptions.HTTPError):
-        cause: BaseException = exc
-        if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason is not None:
-            cause = exc.reason
-        if isinstance(cause, urllib3.exceptions.TimeoutError):
-            return "timed out", f"no answer from {host}: timed out"
-        text = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
-        if "Connection refused" in text:
-            return "refused", f"cannot reach {host}: connection refused"
-        return type(cause).__name__, f"no answer from {host}: {text}"
+        kind, why = no_answer(exc)
+        return kind, f"{'cannot reach' if kind == 'refused' else 'no answer from'} {host}: {why}"
     if isinstance(exc, _Failed):
         return "failed", str(exc)
     if isinstance(exc, msgspec.DecodeError):

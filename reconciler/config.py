@@ -80,6 +80,7 @@ class GitConfig:
     path: str = ""
     work_dir: str = ""
     token_env: str = "GIT_TOKEN"
+    timeout: timedelta = timedelta(seconds=60)  # each fetch, ls-remote or push, then killed
     author_name: str = "asg-reconciler"
     author_email: str = "asg-reconciler@users.noreply.local"
 
@@ -294,6 +295,7 @@ def _build(data: dict[str, Any], label: str) -> Config:
             path=git.get("path", ""),
             work_dir=git.get("workDir", ""),
             token_env=git["tokenEnv"],
+            timeout=_duration(git["timeout"]),
             author_name=git["authorName"],
             author_email=git["authorEmail"],
         ),

@@ -121,6 +121,7 @@ class WorkingCopy:
             Path(config.work_dir) if config.work_dir else work_dir,
             Identity(config.author_name, config.author_email),
             token_env=config.token_env,
+            timeout=config.timeout.total_seconds(),
             environ=environ,
         )
 

@@ -8,7 +8,7 @@ applied, and an AWS desired above the manifest (changed outside the tool, or low
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -62,20 +62,47 @@ class GroupStatus:
         return f"{self.manifest_desired} ({', '.join(notes)})" if notes else str(self.manifest_desired)
 
 
+def group_document(g: GroupStatus) -> dict[str, Any]:
+    """A group as `status --output json|yaml|csv` shows it: camelCase like Kubernetes and the plan
+    (schemas/status.schema.json), the unit in the name of every quantity."""
+    return {
+        "name": g.name,
+        "minSize": g.min_size,
+        "maxSize": g.max_size,
+        "desired": g.desired,
+        "manifestDesired": g.manifest_desired,
+        "registeredNodes": g.registered,
+        "readyNodes": g.ready,
+        "unregisteredInstances": g.unregistered,
+        "instanceType": g.instance_type,
+        "cpuRequestedMillicores": g.cpu_requested,
+        "cpuAllocatableMillicores": g.cpu_allocatable,
+        "memoryRequestedBytes": g.memory_requested,
+        "memoryAllocatableBytes": g.memory_allocatable,
+        "templateSource": g.template_source,
+        "unappliedIncrease": g.unapplied_increase,
+        "approvedRemovals": list(g.approved_removals),
+        "proposedRemovals": list(g.proposed_removals),
+        "aboveManifest": g.above_manifest,
+        "held": g.held,
+        "warnings": list(g.warnings),
+    }
+
+
 CSV_COLUMNS = (
     "name",
-    "min_size",
-    "max_size",
+    "minSize",
+    "maxSize",
     "desired",
-    "manifest_desired",
-    "registered",
-    "ready",
-    "unregistered",
-    "instance_type",
-    "cpu_requested",
-    "cpu_allocatable",
-    "memory_requested",
-    "memory_allocatable",
+    "manifestDesired",
+    "registeredNodes",
+    "readyNodes",
+    "unregisteredInstances",
+    "instanceType",
+    "cpuRequestedMillicores",
+    "cpuAllocatableMillicores",
+    "memoryRequestedBytes",
+    "memoryAllocatableBytes",
     "warnings",
 )
 
@@ -112,19 +139,28 @@ class StatusReport:
     proposal: ProposalStatus | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["read_at"] = self.read_at.isoformat() if self.read_at else None
-        if self.proposal is not None:
-            data["proposal"] = {
-                "branch": self.proposal.branch,
-                "opened_at": self.proposal.opened_at.isoformat(),
-                "removals": {k: list(v) for k, v in self.proposal.removals.items()},
-            }
-        return data
+        """The public JSON shape (schemas/status.schema.json)."""
+        proposal = self.proposal
+        return {
+            "cluster": self.cluster,
+            "readAt": self.read_at.isoformat() if self.read_at else None,
+            "manifest": self.manifest,
+            "nodeGroups": [group_document(g) for g in self.groups],
+            "pendingPods": list(self.pending_pods),
+            "unmanagedNodes": list(self.unmanaged_nodes),
+            "warnings": list(self.warnings),
+            "proposal": None
+            if proposal is None
+            else {
+                "branch": proposal.branch,
+                "openedAt": proposal.opened_at.isoformat(),
+                "removals": {k: list(v) for k, v in proposal.removals.items()},
+            },
+        }
 
     def to_csv(self) -> str:
         """One row per node group (cluster-wide lists are in the other formats)."""
-        return to_csv([asdict(g) for g in self.groups], CSV_COLUMNS)
+        return to_csv([group_document(g) for g in self.groups], CSV_COLUMNS)
 
 
 def manifest_warnings(status: GroupStatus) -> list[str]:

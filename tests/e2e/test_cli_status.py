@@ -7,9 +7,11 @@ import io
 import json
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from reconciler.demo.kube_api import FakeKubeAPI
+from reconciler.documents import load_schema
 from tests.e2e.cli import run
 from tests.fakes import k8s_objects as k
 from tests.fixtures_aws import MotoAws
@@ -85,14 +87,15 @@ def test_status_json(world: tuple[Path, Path], capsys: pytest.CaptureFixture[str
     result = run(capsys, "status", "--config", str(config), "--snapshot", str(snapshot), "--output", "json")
     assert result.code == 0, result.err
     report = json.loads(result.out)
-    general = next(g for g in report["groups"] if g["name"] == "general")
-    assert (general["registered"], general["ready"], general["unregistered"]) == (1, 1, 1)
-    assert general["cpu_requested"] == 500
-    assert general["template_source"] == "node node-1"
-    gpu = next(g for g in report["groups"] if g["name"] == "gpu")
-    assert gpu["template_source"].startswith("asg gpu")
-    assert report["pending_pods"] == ["shop/pending-1"]
-    assert report["unmanaged_nodes"] == ["stray"]
+    jsonschema.validate(report, load_schema("status"))  # the public shape, camelCase like the plan's
+    general = next(g for g in report["nodeGroups"] if g["name"] == "general")
+    assert (general["registeredNodes"], general["readyNodes"], general["unregisteredInstances"]) == (1, 1, 1)
+    assert general["cpuRequestedMillicores"] == 500
+    assert general["templateSource"] == "node node-1"
+    gpu = next(g for g in report["nodeGroups"] if g["name"] == "gpu")
+    assert gpu["templateSource"].startswith("asg gpu")
+    assert report["pendingPods"] == ["shop/pending-1"]
+    assert report["unmanagedNodes"] == ["stray"]
 
 
 def test_status_live_through_the_fake_api(
@@ -105,7 +108,7 @@ def test_status_live_through_the_fake_api(
     config = write_config(tmp_path, f"kubernetes: {{kubeconfig: {kubeconfig}}}\n")
     result = run(capsys, "status", "--config", str(config), "--output", "json")
     assert result.code == 0, result.err
-    assert json.loads(result.out)["pending_pods"] == ["shop/pending-1"]
+    assert json.loads(result.out)["pendingPods"] == ["shop/pending-1"]
 
 
 def test_status_warns_when_cluster_autoscaler_is_live(
@@ -223,8 +226,8 @@ def test_status_compares_each_group_with_the_manifest_on_main(
     report = json.loads(
         run(capsys, "status", "--config", str(config), "--snapshot", str(snapshot), "-o", "json").out
     )
-    entry = next(g for g in report["groups"] if g["name"] == "general")
-    assert (entry["manifest_desired"], entry["unapplied_increase"], entry["approved_removals"]) == (
+    entry = next(g for g in report["nodeGroups"] if g["name"] == "general")
+    assert (entry["manifestDesired"], entry["unappliedIncrease"], entry["approvedRemovals"]) == (
         3,
         2,
         [doomed],
@@ -245,9 +248,9 @@ def test_status_reports_aws_above_the_manifest(
     result = run(capsys, "status", "--config", str(config), "--snapshot", str(snapshot), "-o", "csv")
     assert result.code == 0, result.err
     rows = {r["name"]: r for r in csv.DictReader(io.StringIO(result.out))}
-    assert rows["general"]["desired"] == "2" and rows["general"]["manifest_desired"] == "1"
+    assert rows["general"]["desired"] == "2" and rows["general"]["manifestDesired"] == "1"
     assert "is 1 above the manifest" in rows["general"]["warnings"]
-    assert rows["gpu"]["manifest_desired"] == "-"
+    assert rows["gpu"]["manifestDesired"] == "-"
 
 
 def test_status_without_a_readable_manifest_still_reports(

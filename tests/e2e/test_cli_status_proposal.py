@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 
+import jsonschema
 import pytest
 
+from reconciler.documents import load_schema
 from tests.e2e.test_cli_apply import World
 
 
@@ -24,8 +26,9 @@ def test_status_names_the_proposed_instances_and_how_long_they_wait(
     )
     assert "(-1 proposed)" in shown.out  # the MANIFEST column
     data = json.loads(world.cli(capsys, "status", "--output", "json").out)
+    jsonschema.validate(data, load_schema("status"))
     assert data["proposal"]["removals"] == {"general": [world.b_id]}
-    assert data["groups"][0]["proposed_removals"] == [world.b_id]
+    assert data["nodeGroups"][0]["proposedRemovals"] == [world.b_id]
     assert world.cli(capsys, "approve", "scale-down").code == 0
     after = world.cli(capsys, "status")
     assert "scale-down proposal" not in after.out and "-1 approved" in after.out

@@ -83,8 +83,7 @@ def approve(
     with tempfile.TemporaryDirectory(prefix="asg-reconciler-approve-") as scratch:
         git.cwd = Path(scratch)
         git.run("init", "--quiet", "--bare", scratch)
-        _check_signing_config(git)
-        heads = git.remote_heads(main_branch, proposal_branch)
+        heads = git.remote_heads(main_branch, proposal_branch)  # what there is to approve comes first
         if proposal_branch not in heads:
             raise UserError(
                 f"proposal branch {proposal_branch!r} does not exist on {git.shown_url}: nothing to "
@@ -92,6 +91,7 @@ def approve(
             )
         if main_branch not in heads:
             raise UserError(f"git.branch: {main_branch!r} does not exist on {git.shown_url}")
+        _check_signing_config(git)
         git.fetch(f"+refs/heads/{proposal_branch}:refs/proposal", f"+refs/heads/{main_branch}:refs/main")
         proposal = git.run("rev-parse", "refs/proposal^{commit}").strip()  # fixed from here on
         if expected_head and not proposal.startswith(expected_head.lower()):

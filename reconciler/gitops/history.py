@@ -102,7 +102,16 @@ def history_command(
     cutoff = parse_since(since, now or datetime.now(UTC)) if since else None
     index = LogIndex(notes=note_entries is not None)
     stream_log(repo_path, ref, index.add, notes=note_entries is not None)
-    return index.entries(note_entries, cluster=cluster, node_group=node_group, since=cutoff)
+    found = index.entries(note_entries, cluster=cluster, node_group=node_group, since=cutoff)
+    if node_group is not None and not found:
+        known = sorted({e.group for e in index.entries(note_entries, cluster=cluster) if e.group})
+        if node_group not in known:  # a typo is not "nothing happened"
+            names = ", ".join(known) if known else "none yet"
+            raise UserError(
+                f"--node-group: {node_group!r} never appears in the capacity history"
+                f"{f' of cluster {cluster}' if cluster else ''} (known groups: {names})"
+            )
+    return found
 
 
 def _log_args(ref: str, notes: bool) -> list[str]:

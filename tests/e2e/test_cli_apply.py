@@ -417,14 +417,14 @@ def test_a_crashed_drain_is_given_back_when_its_approval_is_gone(
 def test_approve_mistakes_are_one_line(
     world: World, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    nothing = world.cli(capsys, "approve", "scale-down")  # no plan yet: no proposal
-    assert nothing.code == 2
-    assert nothing.err.startswith("error: proposal branch 'asg-reconciler/prod/scale-down' does not exist")
-    assert len(nothing.err.strip().splitlines()) == 1
-    assert world.cli(capsys, "plan").code == 0
     unsigned = world.tmp / "no-key.gitconfig"
     unsigned.write_text("[user]\n\tname = Bob\n\temail = bob@example.com\n")
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(unsigned))
+    nothing = world.cli(capsys, "approve", "scale-down")  # no plan yet: no proposal (and no key)
+    assert nothing.code == 2  # nothing to approve is said first, before the signing set-up
+    assert nothing.err.startswith("error: proposal branch 'asg-reconciler/prod/scale-down' does not exist")
+    assert len(nothing.err.strip().splitlines()) == 1
+    assert world.cli(capsys, "plan").code == 0
     keyless = world.cli(capsys, "approve", "scale-down")
     assert keyless.code == 2, keyless.err
     assert "gpg.format ssh" in keyless.err and len(keyless.err.strip().splitlines()) == 1

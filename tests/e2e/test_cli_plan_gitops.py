@@ -345,12 +345,13 @@ def test_history_reads_back_what_plans_wrote(
     changes = [(e["group"], e["from"], e["to"], e["direction"]) for e in entries]
     assert changes[:2] == [("general", 1, 2, "up"), ("general", 2, 1, "down")]
     assert entries[1]["merged_by"] == "Bob Builder"
-    assert (
-        run(
-            capsys, "history", "--config", str(setup.config), "--node-group", "other", "--output", "json"
-        ).out.strip()
-        == "[]"
+    typo = run(capsys, "history", "--config", str(setup.config), "--node-group", "generl")
+    assert typo.code == 2 and typo.err.strip() == (
+        "error: --node-group: 'generl' never appears in the capacity history of cluster prod "
+        "(known groups: general)"
     )
+    quiet = run(capsys, "history", "--config", str(setup.config), "--node-group", "general", "--since", "0s")
+    assert quiet.code == 0, quiet.err  # a known group with nothing in the window is not an error
     table = run(capsys, "history", "--config", str(setup.config), "--since", "1h")
     assert table.code == 0 and "general" in table.out
     bad = run(capsys, "history", "--config", str(setup.config), "--since", "last tuesday")

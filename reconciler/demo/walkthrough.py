@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -188,6 +189,7 @@ def _hand_over(echo: Echo, workdir: Path, endpoint: str) -> None:
     config = workdir / "asg-reconciler.yaml"
     echo("\n# Your turn: the files stay in " + str(workdir) + "; AWS and Kubernetes serve until Ctrl-C.")
     echo("# In another shell:")
+    echo(f'export PATH="{Path(sys.executable).parent}:$PATH"   # where asg-reconciler is installed')
     echo(
         f"unset AWS_PROFILE; export AWS_ENDPOINT_URL={endpoint} AWS_ACCESS_KEY_ID=AKIDEMOEXAMPLE "
         f"AWS_SECRET_ACCESS_KEY=demo-secret-not-real AWS_DEFAULT_REGION={REGION}"
@@ -199,6 +201,7 @@ def _hand_over(echo: Echo, workdir: Path, endpoint: str) -> None:
     if reviewer.exists():
         echo(f"GIT_CONFIG_GLOBAL={reviewer} asg-reconciler approve scale-down --config {config}")
     echo(f"asg-reconciler history --config {config}")
+    echo(f"asg-reconciler run --config {config}   # the loop: plans as pods go pending (Ctrl-C stops it)")
     echo(f"git -C {workdir / 'capacity.git'} log --oneline --all")
 
 

@@ -12,7 +12,8 @@ the fake Kubernetes API and a bare repository (the `world` of test_cli_apply.py)
   apply stage: `apply` with nothing approved, `apply --dry-run`, the `apply` that drains and
                terminates, the `apply` after it (the terminated node still carries the drain taint:
                apply asks AWS whether its instance is going away), and the `apply` of a scale-up.
-  person:      `approve scale-down` and `status`, run with a person's credentials, not a role's.
+  people:      `approve scale-down` (no AWS call at all) and `status` (the plan stage's reads at
+               most), run with a person's credentials, not a role's.
 
 The test fails when a stage calls an action its policy does not grant (AccessDenied in production)
 and when a policy grants an action no stage was seen to call (privilege nobody needs).
@@ -118,7 +119,7 @@ def test_each_stage_calls_exactly_what_its_policy_grants(
 
     as_stage(world, recorder, capsys, "plan", "plan")  # node-b is idle: a scale-down proposal
     as_stage(world, recorder, capsys, "apply", "apply")  # nothing approved yet on main
-    as_stage(world, recorder, capsys, "person", "approve", "scale-down")
+    as_stage(world, recorder, capsys, "approve", "approve", "scale-down")
     as_stage(world, recorder, capsys, "apply", "apply", "--dry-run")
     applied = as_stage(world, recorder, capsys, "apply", "apply")
     assert world.b_id not in world.in_service() and world.desired() == 1, applied.out
@@ -133,7 +134,7 @@ def test_each_stage_calls_exactly_what_its_policy_grants(
     as_stage(world, recorder, capsys, "plan", "plan")  # commits the scale-up to main
     raised = as_stage(world, recorder, capsys, "apply", "apply")
     assert world.desired() > 1 and "raised desired" in raised.out, raised.out
-    as_stage(world, recorder, capsys, "person", "status")
+    as_stage(world, recorder, capsys, "status", "status")
 
     problems = []
     for stage, path in POLICIES.items():
@@ -152,8 +153,9 @@ def test_each_stage_calls_exactly_what_its_policy_grants(
     # (or any read-only role with these actions) is enough to run it.
     problems += [
         f"status calls {a}, outside {POLICIES['plan'].name}"
-        for a in sorted(recorder.calls["person"] - granted_actions(POLICIES["plan"]))
+        for a in sorted(recorder.calls["status"] - granted_actions(POLICIES["plan"]))
     ]
+    problems += [f"approve calls {a}: it needs no AWS credentials" for a in sorted(recorder.calls["approve"])]
     assert not problems, "\n".join(problems)
 
 
@@ -168,7 +170,7 @@ def test_apply_writes_only_to_groups_its_tag_condition_admits(
     instances = {i: "general" for i, _ in world.instances}
 
     as_stage(world, recorder, capsys, "plan", "plan")
-    as_stage(world, recorder, capsys, "person", "approve", "scale-down")
+    as_stage(world, recorder, capsys, "approve", "approve", "scale-down")
     as_stage(world, recorder, capsys, "apply", "apply")
     world.kube.put(pod("web-a2", "node-a", "800m"))
     world.kube.put(k.pod("job-0", "batch", requests={"cpu": "1500m"}, owner_kind="Job", owner_name="j"))

@@ -3,7 +3,8 @@
 No forge runs here (DESIGN §6), so the client is tested against this. It keeps what our code relies
 on faithful to GitHub: pulls with head/base/sha, the owner-qualified `head` filter, 422 "A pull
 request already exists", list items without `merged`/`merged_by` (only the single GET has them),
-reviews with `commit_id`, the pull requests of a commit (`/commits/{sha}/pulls`),
+reviews with `commit_id`, the pull requests of a commit (`/commits/{sha}/pulls`), issue comments
+(listed, added, and edited in place by id),
 `Link: rel="next"` paging, 401 "Bad credentials" for a wrong token, 403
 for a token without write access, 404 for an unknown repository. An optional path prefix serves
 it as GitHub Enterprise does (`/api/v3`).
@@ -254,6 +255,9 @@ class FakeGitHub:
         commit_match = re.fullmatch(r"/commits/([0-9a-f]{7,64})/pulls", rest)
         if commit_match and method == "GET":
             return self._pulls_for_commit(repo, path, query, commit_match.group(1))
+        comment_match = re.fullmatch(r"/issues/comments/(\d+)", rest)
+        if comment_match and method == "PATCH":
+            return self._edit_comment(repo, int(comment_match.group(1)), body)
         number_match = re.fullmatch(r"/(pulls|issues)/(\d+)(/[a-z]+)?", rest)
         if not number_match:
             return 404, {"message": "Not Found"}, {}
@@ -270,9 +274,28 @@ class FakeGitHub:
         if (kind, sub, method) == ("issues", "/comments", "POST"):
             if not isinstance(body, dict) or not body.get("body"):
                 return _invalid("IssueComment", "body", "missing_field")
-            comment = {"id": self._take_id(), "body": body["body"], "user": {"login": BOT}}
+            comment_id = self._take_id()
+            comment = {
+                "id": comment_id,
+                "body": body["body"],
+                "user": {"login": BOT},
+                "html_url": f"{pull_url(pull)}#issuecomment-{comment_id}",
+            }
             pull.comments.append(comment)
             return 201, comment, {}
+        if (kind, sub, method) == ("issues", "/comments", "GET"):
+            return self._page(path, query, list(pull.comments))
+        return 404, {"message": "Not Found"}, {}
+
+    def _edit_comment(self, repo: str, comment_id: int, body: Any) -> tuple[int, Any, dict[str, str]]:
+        """PATCH /repos/{repo}/issues/comments/{id}: edit a comment's body in place."""
+        if not isinstance(body, dict) or not body.get("body"):
+            return _invalid("IssueComment", "body", "missing_field")
+        for pull in self.pulls.values():
+            for comment in pull.comments:
+                if pull.repo == repo and comment["id"] == comment_id:
+                    comment["body"] = body["body"]
+                    return 200, comment, {}
         return 404, {"message": "Not Found"}, {}
 
     def _list_pulls(self, repo: str, path: str, query: dict[str, str]) -> tuple[int, Any, dict[str, str]]:

@@ -2,8 +2,9 @@
 
 Kept small on purpose (DESIGN §4): one module per forge implements it, and the proposal flow and
 the `github-reviews` approval gate talk only to this. Every method is one decision the flow makes
-(find, open, edit, comment, close, read reviews, read the merge), so a forge without pull requests
-(`forge.type: none`) can still honour it by opening nothing.
+(find, open, edit, comment, keep one comment up to date, close, read reviews, read
+the merge), so a forge without pull requests (`forge.type: none`) can still honour it by opening
+nothing.
 """
 
 from __future__ import annotations
@@ -127,6 +128,12 @@ class Forge(Protocol):
 
     def close(self, pr: PullRequest, reason: str) -> PullRequest:
         """Close, and say why in a comment (the branch itself is deleted by the git layer)."""
+        ...
+
+    def upsert_comment(self, number: int, marker: str, body: str) -> str:
+        """Keep one comment on pull request `number` up to date: edit the comment of ours that
+        starts with `marker` (a hidden `<!-- ... -->` line), or add one when there is none; never
+        a second one. `body` must start with `marker`. Returns one line saying what was done."""
         ...
 
     def reviews(self, pr: PullRequest, head_sha: str) -> Reviews:

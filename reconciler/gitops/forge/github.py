@@ -7,7 +7,8 @@ default and fills lazy objects with extra GETs, while here every call is visible
 Endpoints (and nothing else; tests/fakes/github_api.py serves exactly these):
 `GET /repos/{repo}` (only to explain a 404), `GET|POST /repos/{repo}/pulls`,
 `GET|PATCH /repos/{repo}/pulls/{n}`, `GET /repos/{repo}/pulls/{n}/reviews`,
-`POST /repos/{repo}/issues/{n}/comments`, and for the `github-reviews` approval gate
+`POST /repos/{repo}/issues/{n}/comments`, for `check --comment` `GET /repos/{repo}/issues/{n}/comments`
+and `PATCH /repos/{repo}/issues/comments/{id}`, and for the `github-reviews` approval gate
 `GET /repos/{repo}/commits/{sha}/pulls`.
 
 The token is read from the environment variable `forge.tokenEnv` at request time, sent only to
@@ -135,6 +136,38 @@ class GitHubForge:
             {"body": body},
             what=f"comment on pull request #{pr.number}",
         )
+
+    def upsert_comment(self, number: int, marker: str, body: str) -> str:
+        if not body.startswith(marker):
+            raise ValueError("the comment body must start with its marker")
+        comments = self._get_all(
+            f"{self._repo_path}/issues/{number}/comments",
+            {"per_page": str(PAGE_SIZE)},
+            f"list the comments of pull request #{number}",
+        )
+        # Ours starts with the marker; a person quoting it starts with "> ". The newest one wins.
+        ours = [c for c in comments if str(c.get("body") or "").startswith(marker) and c.get("id")]
+        if not ours:
+            response = self._call(
+                "POST",
+                f"{self._repo_path}/issues/{number}/comments",
+                {"body": body},
+                what=f"comment on pull request #{number}",
+            )
+            return f"commented on pull request #{number}: {_get(response.data, 'html_url') or ''}".rstrip(
+                ": "
+            )
+        latest = ours[-1]
+        url = str(latest.get("html_url") or "")
+        if same_text(str(latest.get("body") or ""), body):
+            return f"comment on pull request #{number} unchanged: {url}".rstrip(": ")
+        self._call(
+            "PATCH",
+            f"{self._repo_path}/issues/comments/{int(latest['id'])}",
+            {"body": body},
+            what=f"update the comment on pull request #{number}",
+        )
+        return f"updated the comment on pull request #{number}: {url}".rstrip(": ")
 
     def close(self, pr: PullRequest, reason: str) -> PullRequest:
         if pr.state == CLOSED:

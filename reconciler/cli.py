@@ -146,6 +146,26 @@ def apply_command(config_file: str | None, output: str, dry_run: bool, ref: str 
     return run.report.exit_code
 
 
+@cli.command()
+@_config_option
+@click.option("--ref", required=True, metavar="REF", help="The commit or branch to judge (a PR's head).")
+@click.option("--comment", "pull_request", type=int, metavar="PR", help="Keep one comment on this PR.")
+def check(config_file: str | None, ref: str, pull_request: int | None) -> int:
+    """Pull-request feedback, as Markdown: validate the manifest at REF, the approval gate's verdict
+    on what REF brings, and `apply --dry-run` as if REF had landed on git.branch (local only)."""
+    from reconciler.check_render import render_check_markdown
+    from reconciler.runtime.check_stage import check_once, comment_on, forge_for_comments
+
+    config = _load(config_file)
+    forge = forge_for_comments(config) if pull_request is not None else None
+    report = check_once(config, ref, _now(), pull_request=pull_request)
+    body = render_check_markdown(report)
+    click.echo(body, nl=False)
+    if pull_request is not None:
+        click.echo(comment_on(config, pull_request, body, forge), err=True)
+    return report.exit_code
+
+
 @cli.command(name="run")
 @_config_option
 def run_command(config_file: str | None) -> int:

@@ -1,0 +1,304 @@
+"""`check --ref REF`: pull-request feedback for the capacity repository, Atlantis-style.
+
+Three answers about REF (a proposal branch, a pull request's head, any commit of the remote), each
+from the code that acts on it later, never from a copy of its rules:
+
+1. `validate` on the manifest as REF has it (reconciler/gitops/validate.py), compared with the tip
+   of `git.branch` for the hand-edited minSize/maxSize warnings;
+2. the approval gate's verdict on each removal REF brings, judged on the commit that would bring it
+   onto `git.branch` (apply's own `_GateAt` and `trace_removals`, DESIGN §3 rule 4);
+3. `apply --dry-run` of the branch as it would stand with REF landed (`apply_once`, dry run): which
+   instances would be drained, each re-checked on live state, and every gate's verdict.
+
+How an unmerged REF is judged: apply acts only on the first-parent history of `git.branch`, and a
+proposal is not on it. So the landing is built in the local clone only, under a private ref that
+is deleted afterwards and never pushed: REF itself when its first-parent history holds the branch's
+tip (a fast-forward: REF's own commits reach the branch, so their signatures are what the gate
+judges), else a merge commit of REF into the tip made by this run (unsigned, as a merge button's
+would be: apply would judge that merge, and so does check). A REF already on the branch is applied
+as `apply --dry-run --ref REF`. docs/ci.md explains the choice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from pathlib import Path
+
+import git
+
+from reconciler.apply.changes import Unreadable, trace_removals
+from reconciler.apply.outcome import ApplyReport
+from reconciler.config import Config
+from reconciler.errors import OperationError, ReconcilerError, UserError
+from reconciler.gitops.forge import make_forge
+from reconciler.gitops.forge.base import Forge
+from reconciler.gitops.manifest import Manifest
+from reconciler.gitops.repo import REMOTE, WorkingCopy
+from reconciler.gitops.validate import validate_files
+from reconciler.runtime.apply_stage import ApplyRun, _GateAt, _resolve, apply_once
+from reconciler.runtime.plan_stage import read_manifest, working_copy
+
+MARKER = "<!-- asg-reconciler check -->"
+_PRIVATE = "refs/asg-reconciler-check"
+
+ALREADY_ON_BRANCH = "on-branch"
+FAST_FORWARD = "fast-forward"
+MERGE = "merge"
+
+
+@dataclass(frozen=True)
+class GateLine:
+    """The gate's verdict on one removal REF brings: which commit would bring it, and the answer."""
+
+    group: str
+    instance: str
+    commit: str
+    approved: bool
+    reason: str
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    ref: str  # as given
+    commit: str  # what it resolved to
+    branch: str
+    tip: str  # the branch's tip it was judged against
+    landing: str  # ALREADY_ON_BRANCH | FAST_FORWARD | MERGE
+    manifest_path: str
+    approval_mode: str
+    landed: str = ""  # the commit judged as the branch's new tip (MERGE: made here, never pushed)
+    errors: tuple[str, ...] = ()  # validate's
+    warnings: tuple[str, ...] = ()
+    verdicts: tuple[GateLine, ...] = ()
+    gate_error: str = ""  # the gate could not be asked (its settings, git, the forge)
+    gate_error_code: int = 0
+    dry_run: ApplyReport | None = None
+    dry_run_error: str = ""  # apply refused or failed before it reached the groups
+    dry_run_error_code: int = 0
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def exit_code(self) -> int:
+        """DESIGN §5.1: 2 for a broken manifest or config, else 1 if something failed, else 3 if a
+        gate refused (REF's removal unapproved, or the dry run refused), else 0."""
+        if self.errors:
+            return 2
+        codes = {self.gate_error_code, self.dry_run_error_code}
+        if self.dry_run is not None:
+            codes.add(self.dry_run.exit_code)
+        if any(not v.approved for v in self.verdicts):
+            codes.add(3)
+        for code in (2, 1, 130, 3):
+            if code in codes:
+                return code
+        return 0
+
+
+def check_once(config: Config, ref: str, now: datetime, *, pull_request: int | None = None) -> CheckReport:
+    """Judge REF as it would land on `git.branch`; nothing is pushed, nothing changes in AWS or the
+    cluster. `pull_request`: where a fork's head may be fetched from (`refs/pull/N/head`)."""
+    branch = config.git.branch
+    copy = working_copy(config)
+    sha = _resolve(copy, ref) or _fetch_ref(copy, ref, pull_request)
+    if sha is None:
+        raise UserError(f"--ref {ref}: no such commit or branch in {copy.shown_url}")
+    tip = copy.head(branch)
+    if tip is None:
+        raise UserError(f"git.branch: {branch} has no commits in {copy.shown_url} (run plan first)")
+    errors, warnings = _validate(copy, config, sha, tip)
+    main_chain = copy.first_parent(branch)
+    landing = (
+        ALREADY_ON_BRANCH if sha in main_chain else FAST_FORWARD if tip in copy.first_parent(sha) else MERGE
+    )
+    report = CheckReport(
+        ref=ref,
+        commit=sha,
+        branch=branch,
+        tip=tip,
+        landing=landing,
+        manifest_path=config.manifest_path,
+        approval_mode=config.approval.mode,
+        errors=errors,
+        warnings=warnings,
+    )
+    if errors:
+        return replace(report, notes=("not judged further: the manifest at REF does not validate",))
+    if landing == ALREADY_ON_BRANCH:
+        return _judge(
+            report, config, copy, sha, main_chain, lambda: apply_once(config, now, dry_run=True, ref=sha)
+        )
+    private = f"{_PRIVATE}/{secrets.token_hex(6)}"
+    repo = git.Repo(copy.path)
+    try:
+        landed = sha if landing == FAST_FORWARD else _merge(copy, repo, tip, sha, ref, branch)
+        repo.git.update_ref(private, landed)
+        landed_config = replace(config, git=replace(config.git, branch=private))
+        return _judge(
+            report,
+            config,
+            copy,
+            landed,
+            main_chain,
+            lambda: apply_once(landed_config, now, dry_run=True),
+            shown=(private, f"{branch} (with {ref} landed)"),
+        )
+    finally:
+        with contextlib.suppress(git.GitCommandError):  # never created when the merge failed
+            repo.git.update_ref("-d", private)
+
+
+def _fetch_ref(copy: WorkingCopy, ref: str, pull_request: int | None) -> str | None:
+    """A commit the branch fetch did not bring: a commit id only the remote has, or a fork's pull
+    request head (`refs/pull/N/head`). Fetched into a private ref of the clone (never pushed)."""
+    target = f"{_PRIVATE}/fetched"
+    sources = [ref] + ([f"refs/pull/{pull_request}/head"] if pull_request is not None else [])
+    for source in sources:
+        try:
+            with copy._locked():
+                copy._git("fetch", "--no-tags", REMOTE, f"+{source}:{target}")
+        except OperationError:
+            continue
+        found = _resolve(copy, ref) or (_resolve(copy, target) if source == ref else None)
+        if found is not None:
+            return found
+    return None
+
+
+def _validate(
+    copy: WorkingCopy, config: Config, sha: str, tip: str
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """validate's errors and warnings for the manifest at `sha`, compared with the branch tip's."""
+    path = config.manifest_path
+    label = f"{sha[:12]}:{path}"
+    text = copy.read_file(path, sha)
+    if text is None:
+        return (f"{label}: no manifest at REF (git.path / the cluster's manifest is missing)",), ()
+    before = copy.read_file(path, tip)
+    with tempfile.TemporaryDirectory(prefix="asg-reconciler-check-") as scratch:
+        file = Path(scratch, Path(path).name)
+        file.write_text(text, encoding="utf-8")
+        result = validate_files([file], previous=lambda _: before)
+        shown = str(file)
+        return (
+            tuple(str(p).replace(shown, label) for p in result.errors),
+            tuple(str(p).replace(shown, label) for p in result.warnings),
+        )
+
+
+def _merge(copy: WorkingCopy, repo: git.Repo, tip: str, sha: str, ref: str, branch: str) -> str:
+    """The merge commit of `sha` into `tip` a merge button would make (unsigned), in the clone only."""
+    try:
+        tree = repo.git.merge_tree("--write-tree", "--no-messages", tip, sha).split()[0]
+    except git.GitCommandError:
+        raise UserError(
+            f"--ref {ref}: does not merge cleanly into {branch} ({tip[:12]}); rebase it onto {branch} "
+            "or resolve the conflict, then check again"
+        ) from None
+    identity = copy.identity
+    env = {
+        "GIT_AUTHOR_NAME": identity.name,
+        "GIT_AUTHOR_EMAIL": identity.email,
+        "GIT_COMMITTER_NAME": identity.name,
+        "GIT_COMMITTER_EMAIL": identity.email,
+    }
+    message = f"asg-reconciler check: {ref} merged into {branch} (local only, never pushed)"
+    merged: str = repo.git.commit_tree(tree, "-p", tip, "-p", sha, "-m", message, env=env)
+    return merged.strip()
+
+
+def _judge(
+    report: CheckReport,
+    config: Config,
+    copy: WorkingCopy,
+    landed: str,
+    main_chain: list[str],
+    dry_run: Callable[[], ApplyRun],
+    shown: tuple[str, str] | None = None,
+) -> CheckReport:
+    report = _gate(replace(report, landed=landed), config, copy, landed, main_chain)
+    try:
+        run = dry_run()
+    except ReconcilerError as exc:
+        message = str(exc) if shown is None else str(exc).replace(*shown)
+        return replace(report, dry_run_error=message, dry_run_error_code=exc.exit_code)
+    apply_report = run.report
+    if shown is not None:
+        apply_report = _unprivate(apply_report, *shown)
+    return replace(report, dry_run=apply_report)
+
+
+def _gate(
+    report: CheckReport, config: Config, copy: WorkingCopy, landed: str, main_chain: list[str]
+) -> CheckReport:
+    """The gate's verdict on each removal REF brings: the removals listed once it landed whose
+    bringing commit (apply's rule 4 trace) is not already on the branch."""
+    chain = copy.first_parent(landed)
+    cache: dict[str, Manifest | Unreadable | None] = {}
+
+    def manifest_at(sha: str) -> Manifest | Unreadable | None:
+        if sha not in cache:
+            try:
+                cache[sha] = read_manifest(
+                    copy.read_file(config.manifest_path, sha), f"{sha[:12]}:{config.manifest_path}"
+                )
+            except UserError as exc:
+                cache[sha] = Unreadable(str(exc))
+        return cache[sha]
+
+    landed_manifest = manifest_at(landed)
+    if not isinstance(landed_manifest, Manifest):
+        return report
+    on_branch = set(main_chain)
+    brought = [i for i in trace_removals(chain, manifest_at).values() if i.commit not in on_branch]
+    if not brought:
+        return report
+    try:
+        gate = _GateAt(config, copy.path, landed_manifest)
+        lines = []
+        for item in sorted(brought, key=lambda i: (i.group, i.instance_id)):
+            if item.unreadable:
+                approved, reason = (
+                    False,
+                    (
+                        f"cannot tell which commit added it: the manifest at {item.unreadable[:12]} does not "
+                        f"parse ({item.why})"
+                    ),
+                )
+            else:
+                approved, reason = gate.approves(item.commit)
+            lines.append(GateLine(item.group, item.instance_id, item.commit, approved, reason))
+    except ReconcilerError as exc:
+        return replace(report, gate_error=str(exc), gate_error_code=exc.exit_code)
+    return replace(report, verdicts=tuple(lines))
+
+
+def _unprivate(report: ApplyReport, private: str, shown: str) -> ApplyReport:
+    """apply's words about the private landing ref, as the branch a reader knows."""
+
+    def fix(text: str) -> str:
+        return text.replace(private, shown)
+
+    groups = tuple(replace(g, notes=tuple(fix(n) for n in g.notes)) for g in report.groups)
+    return replace(report, groups=groups, warnings=tuple(fix(w) for w in report.warnings))
+
+
+def comment_on(config: Config, pull_request: int, body: str, forge: Forge | None = None) -> str:
+    """Create or update check's one comment on the pull request; one line saying which."""
+    forge = forge or make_forge(config.forge, git_url=config.git.url)
+    return forge.upsert_comment(pull_request, MARKER, body)
+
+
+def forge_for_comments(config: Config) -> Forge:
+    """The forge `--comment` writes through; a UserError at once when it keeps no pull requests."""
+    forge = make_forge(config.forge, git_url=config.git.url)
+    if not forge.opens_pull_requests:
+        raise UserError(
+            f"--comment: forge.type is {config.forge.type}, which keeps no pull requests to comment on; "
+            "set forge.type github (with forge.repo), or drop --comment and post the printed Markdown"
+        )
+    return forge

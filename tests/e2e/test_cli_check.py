@@ -1,0 +1,152 @@
+"""`check --ref REF [--comment PR]` end to end: moto, the fake Kubernetes API, a bare repository,
+real SSH signatures, and the fake GitHub API for the one comment kept up to date."""
+
+from __future__ import annotations
+
+import pytest
+
+from reconciler.runtime.check_stage import MARKER
+from tests.e2e.test_cli_apply import MAIN_PATH, PROPOSAL, World, manifest_on_main
+from tests.fakes.github_api import FakeGitHub
+from tests.fixtures_git import BOB, git, needs_ssh_keygen
+
+pytestmark = needs_ssh_keygen
+
+TOKEN = "ghp_check-token-never-printed"
+
+
+def remote_refs(world: World) -> str:
+    return git("for-each-ref", "--format=%(refname) %(objectname)", cwd=world.remote)
+
+
+def signed_branch(world: World, branch: str, text: str, message: str) -> str:
+    """Alice commits the manifest `text` on a new branch off main, signed with her key, and pushes it."""
+    clone = world.tmp / f"alice-{branch.replace('/', '-')}"
+    git("clone", "--quiet", str(world.remote), str(clone))
+    git("checkout", "--quiet", "-b", branch, cwd=clone)
+    (clone / MAIN_PATH).write_text(text)
+    git("add", MAIN_PATH, cwd=clone)
+    git("commit", "--quiet", "-S", "-m", message, cwd=clone)
+    git("push", "--quiet", "origin", branch, cwd=clone)
+    return git("rev-parse", "HEAD", cwd=clone).strip()
+
+
+def test_an_unsigned_proposal_is_refused_by_the_gate_and_named(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert world.cli(capsys, "plan").code == 0
+    before = remote_refs(world)
+    result = world.cli(capsys, "check", "--ref", PROPOSAL)
+    assert result.code == 3, result.out + result.err
+    assert result.out.startswith(MARKER)
+    assert "approval.mode: signed" in result.out
+    assert f"`{world.b_id}`" in result.out and "**not approved**" in result.out
+    assert "is not signed" in result.out
+    assert f"{world.b_id}: not approved" in result.out  # the dry run's own gate says the same
+    assert "fast-forwarded" in result.out
+    assert remote_refs(world) == before  # nothing pushed: no landing, no private ref
+    assert world.desired() == 2 and world.b_id in world.in_service()
+
+
+def test_a_signed_change_passes_and_the_dry_run_lists_the_drain(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert world.cli(capsys, "plan").code == 0
+    proposed = git("show", f"{PROPOSAL}:{MAIN_PATH}", cwd=world.remote)
+    sha = signed_branch(world, "alice/scale-down", proposed, "scale down general, signed")
+    before = remote_refs(world)
+
+    result = world.cli(capsys, "check", "--ref", "alice/scale-down")
+    assert result.code == 0, result.out + result.err
+    assert f"{sha[:12]}` | approved: {sha[:12]} is signed by alice@example.com" in result.out
+    assert f"would drain node-b and terminate {world.b_id}" in result.out
+    assert remote_refs(world) == before
+    assert world.desired() == 2 and world.kube.get_object("Pod", "shop", "web-b") is not None
+
+    again = world.cli(capsys, "check", "--ref", sha)  # a commit id (a pull request's head) works too
+    assert again.code == 0, again.out + again.err
+
+
+def test_a_branch_that_needs_a_merge_is_judged_on_that_merge(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Off an older main, REF lands by a merge commit; apply would judge that merge, unsigned."""
+    assert world.cli(capsys, "plan").code == 0
+    proposed = git("show", f"{PROPOSAL}:{MAIN_PATH}", cwd=world.remote)
+    signed_branch(world, "alice/scale-down", proposed, "scale down general, signed")
+    BOB.commit(world.remote, "main", {"README.md": "capacity of prod\n"}, "docs: a readme")
+    result = world.cli(capsys, "check", "--ref", "alice/scale-down")
+    assert result.code == 3, result.out + result.err
+    assert "the merge of `alice/scale-down`" in result.out and "**not approved**" in result.out
+    assert "refs/asg-reconciler-check" not in result.out  # the private landing ref is never shown
+    assert "refs/asg-reconciler-check" not in remote_refs(world)
+
+
+def test_a_manifest_broken_at_ref_is_validates_error_and_exit_2(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert world.cli(capsys, "plan").code == 0
+    broken = manifest_on_main(world).replace("desired: 2", "desired: two")
+    BOB.commit(
+        world.remote,
+        "bob/typo",
+        {MAIN_PATH: broken},
+        "a typo",
+        parents=[git("rev-parse", "main", cwd=world.remote).strip()],
+    )
+    result = world.cli(capsys, "check", "--ref", "bob/typo")
+    assert result.code == 2, result.out + result.err
+    assert "- error: " in result.out and MAIN_PATH in result.out and "desired" in result.out
+    assert "apply --dry-run" not in result.out  # not judged further
+
+
+def test_an_unknown_ref_is_one_line_and_exit_2(world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    assert world.cli(capsys, "plan").code == 0
+    result = world.cli(capsys, "check", "--ref", "no-such-branch")
+    assert result.code == 2
+    assert result.err.strip().startswith("error: --ref no-such-branch: no such commit or branch")
+    assert len(result.err.strip().splitlines()) == 1
+
+
+def test_comment_without_a_forge_is_one_line_and_exit_2(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = world.cli(capsys, "check", "--ref", "main", "--comment", "7")
+    assert result.code == 2
+    assert len(result.err.strip().splitlines()) == 1
+    assert "--comment: forge.type is none" in result.err and result.out == ""
+
+
+def test_comment_is_created_once_and_updated_in_place(
+    world: World, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with FakeGitHub(repo="org/capacity", token=TOKEN) as github:
+        monkeypatch.setenv("CAPACITY_TOKEN", TOKEN)
+        forge = f"{{type: github, repo: org/capacity, tokenEnv: CAPACITY_TOKEN, baseUrl: '{github.url}'}}"
+        world.config.write_text(world.config.read_text() + f"forge: {forge}\n")
+        assert world.cli(capsys, "plan").code == 0
+        number = github.pull(1).number  # plan opened the proposal's pull request
+        github.pull(number).comments.append({"id": 900, "body": "> " + MARKER + "\nquoting the bot"})
+
+        first = world.cli(capsys, "check", "--ref", PROPOSAL, "--comment", str(number))
+        assert first.code == 3, first.out + first.err
+        assert f"commented on pull request #{number}" in first.err
+        ours = [c for c in github.comments(number) if c.startswith(MARKER)]
+        assert ours == [first.out]
+
+        # the pull request's head moves: Alice replaces the bot's commit with her signed one
+        proposed = git("show", f"{PROPOSAL}:{MAIN_PATH}", cwd=world.remote)
+        signed = signed_branch(world, "alice/scale-down", proposed, "scale down general, signed")
+        second = world.cli(capsys, "check", "--ref", signed, "--comment", str(number))
+        assert second.code == 0, second.out + second.err
+        assert f"updated the comment on pull request #{number}" in second.err
+        ours = [c for c in github.comments(number) if c.startswith(MARKER)]
+        assert ours == [second.out] and second.out != first.out
+        assert len(github.comments(number)) == 2  # ours and the person's quote, nothing more
+
+        third = world.cli(capsys, "check", "--ref", signed, "--comment", str(number))
+        assert "unchanged" in third.err
+        posts = [r for r in github.writes() if r.path.endswith(f"/issues/{number}/comments")]
+        patches = [r for r in github.writes() if "/issues/comments/" in r.path]
+        assert len(posts) == 1 and len(patches) == 1
+        assert TOKEN not in first.out + first.err + second.out + second.err

@@ -1,0 +1,124 @@
+"""The GitHub Actions examples (examples/github-actions/): valid workflows, and the safety properties
+docs/ci.md promises — apply in its protected environment, never two at once, least permissions."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKFLOWS = ROOT / "examples" / "github-actions"
+FILES = sorted(WORKFLOWS.glob("*.yml"))
+CHECK_JSONSCHEMA = Path(sys.executable).with_name("check-jsonschema")
+PINNED = re.compile(r"^[\w.-]+/[\w.-]+(/[\w./-]+)?@[0-9a-f]{40}$")
+
+
+def load(name: str) -> dict[Any, Any]:
+    data = yaml.safe_load((WORKFLOWS / name).read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+def on(workflow: dict[Any, Any]) -> dict[str, Any]:
+    """The triggers (PyYAML reads the bare key `on` as True)."""
+    triggers = workflow.get("on", workflow.get(True))
+    assert isinstance(triggers, dict)
+    return triggers
+
+
+def test_the_three_workflows_are_there() -> None:
+    assert [f.name for f in FILES] == ["apply.yml", "check.yml", "plan.yml"]
+
+
+@pytest.mark.skipif(not CHECK_JSONSCHEMA.exists(), reason="check-jsonschema is not installed in this venv")
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_each_workflow_validates_against_the_github_workflows_schema(path: Path) -> None:
+    result = subprocess.run(
+        [str(CHECK_JSONSCHEMA), "--builtin-schema", "vendor.github-workflows", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_least_permissions_and_pinned_actions(path: Path) -> None:
+    text = path.read_text()
+    workflow = load(path.name)
+    assert "write-all" not in text and "read-all" not in text
+    assert isinstance(workflow.get("permissions"), dict), "top-level permissions: list each scope"
+    assert "workflows" not in workflow["permissions"]
+    for job in workflow["jobs"].values():
+        assert isinstance(job.get("permissions", {}), dict)
+        for step in job["steps"]:
+            if "uses" in step:
+                assert PINNED.match(step["uses"]), f"{step['uses']}: pin actions by full commit SHA"
+    for line in text.splitlines():
+        if "uses:" in line:
+            assert re.search(r"# v\d+(\.\d+)*", line), f"{line.strip()}: say which version the SHA is"
+    assert "aws-access-key-id" not in text and "AWS_SECRET_ACCESS_KEY" not in text  # OIDC only
+
+
+def test_every_workflow_reaches_aws_by_oidc() -> None:
+    for path in FILES:
+        workflow = load(path.name)
+        assert workflow["permissions"].get("id-token") == "write"
+        steps = [s for job in workflow["jobs"].values() for s in job["steps"]]
+        aws = [s for s in steps if s.get("uses", "").startswith("aws-actions/configure-aws-credentials@")]
+        assert len(aws) == 1 and "role-to-assume" in aws[0]["with"]
+
+
+def test_plan_runs_every_five_minutes_and_by_hand() -> None:
+    workflow = load("plan.yml")
+    assert on(workflow)["schedule"] == [{"cron": "*/5 * * * *"}]
+    assert "workflow_dispatch" in on(workflow)
+    assert workflow["permissions"] == {"contents": "read", "id-token": "write"}
+    runs = [s.get("run", "") for s in workflow["jobs"]["plan"]["steps"]]
+    assert "asg-reconciler plan" in runs
+
+
+def test_apply_runs_on_main_in_the_protected_environment_one_at_a_time() -> None:
+    workflow = load("apply.yml")
+    assert on(workflow)["push"]["branches"] == ["main"]
+    (job,) = workflow["jobs"].values()
+    assert job["environment"] == "capacity-apply"
+    concurrency = workflow.get("concurrency") or job.get("concurrency")
+    assert concurrency == {"group": "asg-reconciler-apply", "cancel-in-progress": False}
+    assert workflow["permissions"] == {"contents": "write", "id-token": "write"}
+    runs = [s.get("run", "") for s in job["steps"]]
+    assert "asg-reconciler apply" in runs
+    text = (WORKFLOWS / "apply.yml").read_text()
+    assert "secrets.ALLOWED_SIGNERS" in text and "secrets.APPLY_RECORD_KEY" in text
+
+
+def test_check_comments_on_the_pull_request_it_runs_for() -> None:
+    workflow = load("check.yml")
+    assert on(workflow)["pull_request"]["branches"] == ["main"]
+    assert "pull_request_target" not in on(workflow)
+    assert workflow["permissions"] == {"contents": "read", "pull-requests": "write", "id-token": "write"}
+    (job,) = workflow["jobs"].values()
+    command = " ".join(" ".join(s.get("run", "").split()) for s in job["steps"])
+    assert "asg-reconciler check --ref" in command
+    text = (WORKFLOWS / "check.yml").read_text()
+    assert "--ref ${{ github.event.pull_request.head.sha }}" in text
+    assert "--comment ${{ github.event.pull_request.number }}" in text
+    assert "actions/checkout" not in text  # the pull request's files never run with these credentials
+
+
+def test_the_commands_the_workflows_run_exist() -> None:
+    from click.testing import CliRunner
+
+    from reconciler.cli import cli
+
+    for args in (["plan", "--help"], ["apply", "--help"], ["check", "--help"]):
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 0, result.output
+    help_text = CliRunner().invoke(cli, ["check", "--help"]).output
+    assert "--ref" in help_text and "--comment" in help_text

@@ -153,7 +153,7 @@ def api_error(action: str, exc: ApiException) -> OperationError:
     if exc.status in (401, 403):
         return OperationError(
             f"Kubernetes API: {action}: {'unauthorized' if exc.status == 401 else 'forbidden'} "
-            "(check the credentials and grant the RBAC rules in examples/kubernetes/rbac.yaml)"
+            "(check the credentials and grant the RBAC rules of docs/deploy-kubernetes.md)"
         )
     reason = exc.reason or "error"
     return OperationError(f"Kubernetes API: {action}: HTTP {exc.status} {reason}")

@@ -85,6 +85,9 @@ def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
     return text
 
 
+_FULL_SHA = re.compile(r"[0-9a-f]{40}")
+
+
 class WorkingCopy:
     """One capacity repo cloned into `path`; every public call is serialised by a file lock."""
 
@@ -162,7 +165,7 @@ class WorkingCopy:
     def read_file(self, path: str, ref: str) -> str | None:
         """The file at `ref` (a branch name of the remote, or any commit-ish); None if absent."""
         with self._locked():
-            sha = self._resolve(f"refs/remotes/{REMOTE}/{ref}") or self._resolve(ref)
+            sha = self._branch_or_commit(ref)
             if sha is None:
                 return None
             try:
@@ -300,7 +303,7 @@ class WorkingCopy:
         With `since`, only the commits after it (`since..ref`); [] when `ref` does not resolve.
         """
         with self._locked():
-            tip = self._resolve(f"refs/remotes/{REMOTE}/{ref}") or self._resolve(ref)
+            tip = self._branch_or_commit(ref)
             if tip is None:
                 return []
             out = self._git("rev-list", "--first-parent", f"{since}..{tip}" if since else tip, "--")
@@ -460,6 +463,14 @@ class WorkingCopy:
     def _blob_text(self, blob: str) -> str:
         data: bytes = self._open().odb.stream(bytes.fromhex(blob)).read()
         return data.decode("utf-8", errors="replace")
+
+    def _branch_or_commit(self, ref: str) -> str | None:
+        """A full commit id is that commit, never a branch someone named like it (a pushed branch
+        `<sha>` must not swap the manifest apply reads for an approved commit); anything else is
+        the remote's branch of that name, else any commit-ish."""
+        if _FULL_SHA.fullmatch(ref):
+            return self._resolve(ref)  # git takes 40 hex digits as the object, not a ref
+        return self._resolve(f"refs/remotes/{REMOTE}/{ref}") or self._resolve(ref)
 
     def _resolve(self, ref: str) -> str | None:
         try:

@@ -289,3 +289,17 @@ def test_remote_head_of_a_remote_gone_is_one_line(tmp_path: Path) -> None:
     shutil.rmtree(remote)
     with pytest.raises(OperationError, match=r"^git ls-remote .*gone\.git"):
         copy.remote_head("main")
+
+
+def test_a_branch_named_like_a_commit_never_stands_in_for_it(bare_remote: Path, tmp_path: Path) -> None:
+    """Found by review: a pushed branch `<sha>` swapped the manifest apply read for that commit."""
+    copy = copy_of(bare_remote, tmp_path / "work")
+    signed = copy.update("main", "capacity/c.yaml", lambda _: Update("desired: 2\n", "capacity(c): two\n"))
+    assert signed is not None
+    other = copy_of(bare_remote, tmp_path / "other")
+    forged = other.update("decoy", "capacity/c.yaml", lambda _: Update("desired: 1\n", "remove one\n"))
+    assert forged is not None
+    git("push", "-q", str(bare_remote), f"{forged}:refs/heads/{signed}", cwd=tmp_path / "other")
+    copy.sync()
+    assert copy.read_file("capacity/c.yaml", signed) == "desired: 2\n"
+    assert copy.first_parent(signed) == [signed]

@@ -129,9 +129,12 @@ def test_comment_is_created_once_and_updated_in_place(
         github.pull(number).comments.append({"id": 900, "body": "> " + MARKER + "\nquoting the bot"})
 
         first = world.cli(capsys, "check", "--ref", PROPOSAL, "--comment", str(number))
+        # found by review: someone pastes the marker into a comment of their own; check must not
+        # edit theirs (its own old verdict would stand), nor be misled by it
+        mallory = github.add_comment(number, "mallory", MARKER + "\nlooks good to me")
         assert first.code == 3, first.out + first.err
         assert f"commented on pull request #{number}" in first.err
-        ours = [c for c in github.comments(number) if c.startswith(MARKER)]
+        ours = [c for c in github.comments(number) if c.startswith(MARKER)][:1]
         assert ours == [first.out]
 
         # the pull request's head moves: Alice replaces the bot's commit with her signed one
@@ -141,8 +144,11 @@ def test_comment_is_created_once_and_updated_in_place(
         assert second.code == 0, second.out + second.err
         assert f"updated the comment on pull request #{number}" in second.err
         ours = [c for c in github.comments(number) if c.startswith(MARKER)]
-        assert ours == [second.out] and second.out != first.out
-        assert len(github.comments(number)) == 2  # ours and the person's quote, nothing more
+        assert ours == [second.out, MARKER + "\nlooks good to me"] and second.out != first.out
+        assert len(github.comments(number)) == 3  # ours, the quote and mallory's, nothing more
+        assert mallory not in [
+            int(r.path.rsplit("/", 1)[-1]) for r in github.writes() if "/comments/" in r.path
+        ]
 
         third = world.cli(capsys, "check", "--ref", signed, "--comment", str(number))
         assert "unchanged" in third.err

@@ -194,6 +194,21 @@ class FakeGitHub:
             pull.merge_commit_sha = sha or _sha(f"merge:{pull.number}:{pull.head_sha}")
             return pull.merge_commit_sha
 
+    def add_comment(self, number: int, login: str, body: str, *, repo: str | None = None) -> int:
+        """A comment by someone else (a person on the pull request); its id."""
+        with self._lock:
+            pull = self.pull(number, repo=repo)
+            comment_id = self._take_id()
+            pull.comments.append(
+                {
+                    "id": comment_id,
+                    "body": body,
+                    "user": {"login": login},
+                    "html_url": f"{pull_url(pull)}#c{comment_id}",
+                }
+            )
+            return comment_id
+
     def comments(self, number: int, *, repo: str | None = None) -> list[str]:
         with self._lock:
             return [c["body"] for c in self.pull(number, repo=repo).comments]
@@ -242,6 +257,8 @@ class FakeGitHub:
     def _route(
         self, method: str, path: str, query: dict[str, str], body: Any
     ) -> tuple[int, Any, dict[str, str]]:
+        if path == "/user" and method == "GET":  # the token's own identity
+            return 200, {"login": BOT, "type": "User"}, {}
         match = re.fullmatch(r"/repos/([^/]+/[^/]+)(/.*)?", path)
         if not match or match.group(1) not in self.repos:
             return 404, {"message": "Not Found"}, {}

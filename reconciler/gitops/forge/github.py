@@ -46,6 +46,7 @@ NAME = "github"
 PERMISSION = "pull requests: write"
 API_VERSION = "2022-11-28"
 PAGE_SIZE = 100
+ACTIONS_BOT = "github-actions[bot]"  # who a workflow's GITHUB_TOKEN comments as
 USER_AGENT = "asg-reconciler"
 _READ_REPO = "read the repository"
 
@@ -145,8 +146,16 @@ class GitHubForge:
             {"per_page": str(PAGE_SIZE)},
             f"list the comments of pull request #{number}",
         )
-        # Ours starts with the marker; a person quoting it starts with "> ". The newest one wins.
-        ours = [c for c in comments if str(c.get("body") or "").startswith(marker) and c.get("id")]
+        # Ours: written by this token's identity and starting with the marker. Anyone can paste the
+        # marker into a comment of their own; editing theirs would leave our old verdict standing.
+        me = self._own_login()
+        ours = [
+            c
+            for c in comments
+            if str(c.get("body") or "").startswith(marker)
+            and c.get("id")
+            and str(_get(c, "user", "login") or "") == me
+        ]
         if not ours:
             response = self._call(
                 "POST",
@@ -168,6 +177,15 @@ class GitHubForge:
             what=f"update the comment on pull request #{number}",
         )
         return f"updated the comment on pull request #{number}: {url}".rstrip(": ")
+
+    def _own_login(self) -> str:
+        """Who this token comments as: GET /user, which a workflow's GITHUB_TOKEN may not read
+        (403): it comments as github-actions[bot]."""
+        try:
+            response = self._call("GET", "/user", what="read the token's own user")
+        except ReconcilerError:
+            return ACTIONS_BOT
+        return str(_get(response.data, "login") or ACTIONS_BOT)
 
     def close(self, pr: PullRequest, reason: str) -> PullRequest:
         if pr.state == CLOSED:

@@ -6,6 +6,8 @@ verdict, then validate, the approval gate and `apply --dry-run`, each in its own
 
 from __future__ import annotations
 
+import re
+
 from reconciler.apply_render import render_apply_table
 from reconciler.runtime.check_stage import (
     ALREADY_ON_BRANCH,
@@ -94,8 +96,16 @@ def _fenced(text: str) -> list[str]:
     return [f"{fence}text", text.rstrip("\n"), fence]
 
 
+_MENTION = re.compile(r"(?<![\w.])@")
+
+
 def _line(text: str) -> str:
-    return " ".join(text.split())
+    """Untrusted text (manifest keys, values, group names, reasons) as one inert line: no HTML, no
+    link or image syntax that renders, no @mention that pings (a zero-width joiner after the @)."""
+    text = " ".join(text.split())
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = text.replace("[", "\\[").replace("]", "\\]")
+    return _MENTION.sub("@\u200d", text)  # alice@example.com is no mention and stays as it is
 
 
 def _cell(text: str) -> str:

@@ -153,17 +153,15 @@ def apply_command(config_file: str | None, output: str, dry_run: bool, ref: str 
 def check(config_file: str | None, ref: str, pull_request: int | None) -> int:
     """Pull-request feedback, as Markdown: validate the manifest at REF, the approval gate's verdict
     on what REF brings, and `apply --dry-run` as if REF had landed on git.branch (local only)."""
-    from reconciler.check_render import render_check_markdown
-    from reconciler.runtime.check_stage import check_once, comment_on, forge_for_comments
+    from reconciler.runtime.check_stage import check_and_comment, forge_for_comments
 
     config = _load(config_file)
     forge = forge_for_comments(config) if pull_request is not None else None
-    report = check_once(config, ref, _now(), pull_request=pull_request)
-    body = render_check_markdown(report)
+    body, code, said = check_and_comment(config, ref, _now(), pull_request, forge)
     click.echo(body, nl=False)
-    if pull_request is not None:
-        click.echo(comment_on(config, pull_request, body, forge), err=True)
-    return report.exit_code
+    if said:
+        click.echo(said, err=True)
+    return code
 
 
 @cli.command(name="run")

@@ -94,7 +94,7 @@ def _resolve(copy: WorkingCopy, ref: str) -> str | None:
     for name in names:
         try:
             return str(repo.commit(name).hexsha)
-        except (git.BadName, ValueError):
+        except (git.BadName, ValueError, KeyError, OSError):  # `a:b`, `main@{1}`: no commit, no crash
             continue
     return None
 

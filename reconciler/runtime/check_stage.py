@@ -287,6 +287,31 @@ def _unprivate(report: ApplyReport, private: str, shown: str) -> ApplyReport:
     return replace(report, groups=groups, warnings=tuple(fix(w) for w in report.warnings))
 
 
+def check_and_comment(
+    config: Config, ref: str, now: datetime, pull_request: int | None, forge: Forge | None
+) -> tuple[str, int, str]:
+    """`check`, and with a pull request its comment: (Markdown, exit code, what was commented).
+    A check that fails still replaces the comment, so an earlier "ok" never stands for a head that
+    could not be judged."""
+    from reconciler.check_render import render_check_markdown
+
+    try:
+        report = check_once(config, ref, now, pull_request=pull_request)
+    except ReconcilerError as exc:
+        if pull_request is not None:
+            failed = f"{MARKER}\n**failed**: could not check `{_inline(ref)}`: {_inline(str(exc))}\n"
+            comment_on(config, pull_request, failed, forge)
+        raise
+    body = render_check_markdown(report)
+    said = comment_on(config, pull_request, body, forge) if pull_request is not None else ""
+    return body, report.exit_code, said
+
+
+def _inline(text: str) -> str:
+    """Untrusted text inside a Markdown code span: no backtick, no line break."""
+    return " ".join(text.replace("`", "'").split())
+
+
 def comment_on(config: Config, pull_request: int, body: str, forge: Forge | None = None) -> str:
     """Create or update check's one comment on the pull request; one line saying which."""
     forge = forge or make_forge(config.forge, git_url=config.git.url)

@@ -156,3 +156,20 @@ def test_comment_is_created_once_and_updated_in_place(
         patches = [r for r in github.writes() if "/issues/comments/" in r.path]
         assert len(posts) == 1 and len(patches) == 1
         assert TOKEN not in first.out + first.err + second.out + second.err
+
+        # found by review: a head that cannot be judged must not leave the last "ok" standing
+        broken = world.cli(capsys, "check", "--ref", "main@{1}", "--comment", str(number))
+        assert broken.code == 2 and "Traceback" not in broken.err, broken.err
+        ours = [c for c in github.comments(number) if c.startswith(MARKER)]
+        assert ours[0].startswith(MARKER + "\n**failed**: could not check `main@{1}`"), ours[0]
+
+
+def test_untrusted_text_cannot_inject_markdown_into_the_comment() -> None:
+    """Found by review: a manifest key or group name reached the comment raw (HTML, links, pings)."""
+    from reconciler.check_render import _cell, _line
+
+    hostile = "@org/platform-admins<br><h1>APPROVED</h1>[run this](https://evil.example)<!--"
+    for rendered in (_line(hostile), _cell(hostile)):
+        assert "<" not in rendered and ">" not in rendered
+        assert "](" not in rendered.replace("\\](", "")
+        assert "@org" not in rendered  # the @ is followed by a zero-width joiner: no ping

@@ -148,8 +148,9 @@ def check_once(config: Config, ref: str, now: datetime, *, pull_request: int | N
             shown=(private, f"{branch} (with {ref} landed)"),
         )
     finally:
-        with contextlib.suppress(git.GitCommandError):  # never created when the merge failed
-            repo.git.update_ref("-d", private)
+        for made in (private, f"{_PRIVATE}/fetched"):  # nothing fetched or built stays in the clone
+            with contextlib.suppress(git.GitCommandError):  # never created when the merge failed
+                repo.git.update_ref("-d", made)
 
 
 def _fetch_ref(copy: WorkingCopy, ref: str, pull_request: int | None) -> str | None:

@@ -122,3 +122,13 @@ def test_the_commands_the_workflows_run_exist() -> None:
         assert result.exit_code == 0, result.output
     help_text = CliRunner().invoke(cli, ["check", "--help"]).output
     assert "--ref" in help_text and "--comment" in help_text
+
+
+@pytest.mark.parametrize("name", ["plan.yml", "apply.yml", "check.yml"])
+def test_git_and_forge_tokens_reach_only_the_step_that_runs_asg_reconciler(name: str) -> None:
+    """Found by review: job-level tokens were in the environment of `pip install` and the AWS CLI."""
+    for job in load(name)["jobs"].values():
+        assert not {"GIT_TOKEN", "GITHUB_TOKEN"} & set(job.get("env") or {}), name
+        for step in job["steps"]:
+            holds = {"GIT_TOKEN", "GITHUB_TOKEN"} & set(step.get("env") or {})
+            assert not holds or str(step.get("run", "")).lstrip().startswith("asg-reconciler"), (name, step)

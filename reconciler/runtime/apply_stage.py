@@ -99,6 +99,24 @@ def _resolve(copy: WorkingCopy, ref: str) -> str | None:
     return None
 
 
+def manifests_reader(copy: WorkingCopy, config: Config) -> Callable[[str], Manifest | Unreadable | None]:
+    """Each commit's manifest, read once: None when there is none, Unreadable when it does not parse
+    (the removals it might have brought are then refused, never credited to a later commit)."""
+    manifests: dict[str, Manifest | Unreadable | None] = {}
+
+    def manifest_at(sha: str) -> Manifest | Unreadable | None:
+        if sha not in manifests:
+            try:
+                manifests[sha] = read_manifest(
+                    copy.read_file(config.manifest_path, sha), f"{sha[:12]}:{config.manifest_path}"
+                )
+            except UserError as exc:
+                manifests[sha] = Unreadable(str(exc))
+        return manifests[sha]
+
+    return manifest_at
+
+
 def _committed_at(copy: WorkingCopy, sha: str) -> datetime:
     """When a commit landed (its committer time: for a merge, when it was merged)."""
     return git.Repo(copy.path).commit(sha).committed_datetime.astimezone(UTC)
@@ -216,24 +234,11 @@ def _apply(
         _log.warning("%s", warning)
     target, chain = _target(copy, config, ref, trust.last_acted_on())
     label = f"{target[:12]}:{config.manifest_path}"
-    manifests: dict[str, Manifest | Unreadable | None] = {}
-
-    def manifest_at(sha: str) -> Manifest | Unreadable | None:
-        """An older commit's manifest: None when there is none, Unreadable when it does not parse
-        (the removals it might have brought are then refused, never credited to a later commit)."""
-        if sha not in manifests:
-            try:
-                manifests[sha] = read_manifest(
-                    copy.read_file(config.manifest_path, sha), f"{sha[:12]}:{config.manifest_path}"
-                )
-            except UserError as exc:
-                manifests[sha] = Unreadable(str(exc))
-        return manifests[sha]
+    manifest_at = manifests_reader(copy, config)
 
     manifest = read_manifest(copy.read_file(config.manifest_path, target), label)
     if manifest is None:
         raise UserError(f"{label}: no manifest at the commit to apply (run plan first)")
-    manifests[target] = manifest
     gate = _GateAt(config, copy.path, manifest)
     inventory = observe(config, None, now)
     states = {i.instance_id: i.lifecycle_state for g in inventory.groups for i in g.group.instances}

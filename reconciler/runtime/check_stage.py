@@ -31,7 +31,7 @@ from pathlib import Path
 
 import git
 
-from reconciler.apply.changes import Unreadable, trace_removals
+from reconciler.apply.changes import trace_removals
 from reconciler.apply.outcome import ApplyReport
 from reconciler.config import Config
 from reconciler.errors import OperationError, ReconcilerError, UserError
@@ -40,8 +40,8 @@ from reconciler.gitops.forge.base import Forge
 from reconciler.gitops.manifest import Manifest
 from reconciler.gitops.repo import REMOTE, WorkingCopy
 from reconciler.gitops.validate import validate_files
-from reconciler.runtime.apply_stage import ApplyRun, _GateAt, _resolve, apply_once
-from reconciler.runtime.plan_stage import read_manifest, working_copy
+from reconciler.runtime.apply_stage import ApplyRun, _GateAt, _resolve, apply_once, manifests_reader
+from reconciler.runtime.plan_stage import working_copy
 
 MARKER = "<!-- asg-reconciler check -->"
 _PRIVATE = "refs/asg-reconciler-check"
@@ -239,17 +239,7 @@ def _gate(
     """The gate's verdict on each removal REF brings: the removals listed once it landed whose
     bringing commit (apply's rule 4 trace) is not already on the branch."""
     chain = copy.first_parent(landed)
-    cache: dict[str, Manifest | Unreadable | None] = {}
-
-    def manifest_at(sha: str) -> Manifest | Unreadable | None:
-        if sha not in cache:
-            try:
-                cache[sha] = read_manifest(
-                    copy.read_file(config.manifest_path, sha), f"{sha[:12]}:{config.manifest_path}"
-                )
-            except UserError as exc:
-                cache[sha] = Unreadable(str(exc))
-        return cache[sha]
+    manifest_at = manifests_reader(copy, config)
 
     landed_manifest = manifest_at(landed)
     if not isinstance(landed_manifest, Manifest):

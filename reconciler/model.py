@@ -28,6 +28,9 @@ OS_LABEL = "kubernetes.io/os"
 LEGACY_ZONE_LABEL = "failure-domain.beta.kubernetes.io/zone"
 
 SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+# a pod that is a DaemonSet pod whatever its owner (CA's IsDaemonSetPod), e.g. one a custom node
+# agent controller runs on every node
+DAEMONSET_POD = "cluster-autoscaler.kubernetes.io/daemonset-pod"
 SAFE_TO_EVICT_LOCAL_VOLUMES = "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"
 SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 POD_SCALE_UP_DELAY = "cluster-autoscaler.kubernetes.io/pod-scale-up-delay"
@@ -244,6 +247,8 @@ class Pod(NamedTuple):
 
     @property
     def is_daemonset(self) -> bool:
+        if self.annotations.get(DAEMONSET_POD) == "true":
+            return True
         return self.owner is not None and self.owner.kind == "DaemonSet"
 
     @property

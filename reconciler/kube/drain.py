@@ -34,7 +34,7 @@ from reconciler.errors import OperationError, RefusedError
 from reconciler.kube.live import api_error as live_api_error
 from reconciler.kube.live import unreachable
 from reconciler.kube.retry import ATTEMPTS, transient, with_retries
-from reconciler.model import MIRROR_POD, OWN_DRAIN_TAINT, instance_id_from_provider_id
+from reconciler.model import DAEMONSET_POD, MIRROR_POD, OWN_DRAIN_TAINT, instance_id_from_provider_id
 
 T = TypeVar("T")
 
@@ -427,7 +427,8 @@ def _stays(pod: Mapping[str, Any]) -> bool:
     """Pods a drain leaves: DaemonSet pods (their controller ignores our taint and would only
     recreate them), mirror pods (the kubelet owns them) and pods that have finished."""
     meta = pod.get("metadata") or {}
-    if MIRROR_POD in (meta.get("annotations") or {}):
+    annotations = meta.get("annotations") or {}
+    if MIRROR_POD in annotations or annotations.get(DAEMONSET_POD) == "true":
         return True
     if (pod.get("status") or {}).get("phase") in _FINISHED:
         return True

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from reconciler.config import Config, ScaleDownConfig
 from reconciler.inventory import Inventory, build_inventory
 from reconciler.model import (
+    DAEMONSET_POD,
     GPU,
     HOSTNAME_LABEL,
     MIRROR_POD,
@@ -484,6 +485,18 @@ def test_mirror_daemonset_and_finished_pods_stay_and_do_not_block() -> None:
     assert result.moves["a1"] == ()
 
 
+def test_a_pod_annotated_daemonset_pod_is_a_daemonset_pod_whatever_its_owner() -> None:
+    """CA's IsDaemonSetPod: `cluster-autoscaler.kubernetes.io/daemonset-pod: "true"` (a node agent
+    run by a custom controller, or a bare pod) stays with its node and does not block it."""
+    agent = on("a1", "node-agent", owner=None, annotations={DAEMONSET_POD: "true"})
+    assert agent.is_daemonset and not replace(agent, annotations={DAEMONSET_POD: "false"}).is_daemonset
+    inv = world([grp("asg-a", [n("a1"), n("a2")])], [agent, busy("a2")])
+    result, _ = run(inv)
+    assert removed(result) == ["a1"] and result.moves["a1"] == ()
+    bare = world([grp("asg-a", [n("a1"), n("a2")])], [on("a1", "node-agent", owner=None), busy("a2")])
+    assert removed(run(bare)[0]) == []  # without the annotation a bare pod keeps its node, as in CA
+
+
 def test_long_terminating_pods_neither_block_nor_count_as_load() -> None:
     """CA's LongTerminating rule: deleted longer ago than grace period + 30 s, a pod stays put (even
     one that would block), and leaves the requested side of utilisation; one still within its grace
@@ -882,3 +895,11 @@ def test_hostname_label_is_what_anti_affinity_sees_when_moving() -> None:
     ]
     result, _ = run(world([grp("asg-a", [n("a1"), n("a2")])], pods))
     assert "anti-affinity" in why(result, "a1")
+
+
+def test_a_drain_leaves_an_annotated_daemonset_pod_where_it_is() -> None:
+    from reconciler.kube.drain import _stays
+
+    annotated = {"metadata": {"name": "agent", "annotations": {DAEMONSET_POD: "true"}}, "status": {}}
+    plain = {"metadata": {"name": "agent", "annotations": {DAEMONSET_POD: "no"}}, "status": {}}
+    assert _stays(annotated) and not _stays(plain)

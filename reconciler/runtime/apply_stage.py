@@ -68,7 +68,7 @@ class ApplyRun:
     recorded: bool
 
 
-class _GateAt:
+class GateAt:
     """The approval gate bound to the clone it reads commits from. Made (and its settings checked,
     a UserError before anything changes) only when the manifest lists removals: a run with nothing
     to judge, such as an urgent scale-up, never waits on approval settings it does not need."""
@@ -85,7 +85,7 @@ class _GateAt:
         return verdict.approved, verdict.reason
 
 
-def _resolve(copy: WorkingCopy, ref: str) -> str | None:
+def resolve_ref(copy: WorkingCopy, ref: str) -> str | None:
     """A commit id (or its prefix), else a branch of the remote, else any commit-ish of the clone.
     A commit id comes first: the bot could push a branch named like the id an operator typed."""
     repo = git.Repo(copy.path)
@@ -130,7 +130,7 @@ def _target(copy: WorkingCopy, config: Config, ref: str | None, last: str | None
     if not chain:
         raise UserError(f"git.branch: {branch} has no commits in {copy.shown_url} (run plan first)")
     shown = f"--ref {ref}" if ref is not None else f"the tip of {branch}"
-    target = chain[0] if ref is None else _resolve(copy, ref)
+    target = chain[0] if ref is None else resolve_ref(copy, ref)
     if target is None:
         raise UserError(f"--ref {ref}: no such commit or branch in {copy.shown_url}")
     if target not in chain:
@@ -239,7 +239,7 @@ def _apply(
     manifest = read_manifest(copy.read_file(config.manifest_path, target), label)
     if manifest is None:
         raise UserError(f"{label}: no manifest at the commit to apply (run plan first)")
-    gate = _GateAt(config, copy.path, manifest)
+    gate = GateAt(config, copy.path, manifest)
     inventory = observe(config, None, now)
     states = {i.instance_id: i.lifecycle_state for g in inventory.groups for i in g.group.instances}
     inputs = ApplyInputs(

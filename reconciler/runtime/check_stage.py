@@ -6,7 +6,7 @@ from the code that acts on it later, never from a copy of its rules:
 1. `validate` on the manifest as REF has it (reconciler/gitops/validate.py), compared with the tip
    of `git.branch` for the hand-edited minSize/maxSize warnings;
 2. the approval gate's verdict on each removal REF brings, judged on the commit that would bring it
-   onto `git.branch` (apply's own `_GateAt` and `trace_removals`, DESIGN §3 rule 4);
+   onto `git.branch` (apply's own `GateAt` and `trace_removals`, DESIGN §3 rule 4);
 3. `apply --dry-run` of the branch as it would stand with REF landed (`apply_once`, dry run): which
    instances would be drained, each re-checked on live state, and every gate's verdict.
 
@@ -40,7 +40,7 @@ from reconciler.gitops.forge.base import Forge
 from reconciler.gitops.manifest import Manifest
 from reconciler.gitops.repo import REMOTE, WorkingCopy
 from reconciler.gitops.validate import validate_files
-from reconciler.runtime.apply_stage import ApplyRun, _GateAt, _resolve, apply_once, manifests_reader
+from reconciler.runtime.apply_stage import ApplyRun, GateAt, apply_once, manifests_reader, resolve_ref
 from reconciler.runtime.plan_stage import working_copy
 
 MARKER = "<!-- asg-reconciler check -->"
@@ -104,7 +104,7 @@ def check_once(config: Config, ref: str, now: datetime, *, pull_request: int | N
     cluster. `pull_request`: where a fork's head may be fetched from (`refs/pull/N/head`)."""
     branch = config.git.branch
     copy = working_copy(config)
-    sha = _resolve(copy, ref) or _fetch_ref(copy, ref, pull_request)
+    sha = resolve_ref(copy, ref) or _fetch_ref(copy, ref, pull_request)
     if sha is None:
         raise UserError(f"--ref {ref}: no such commit or branch in {copy.shown_url}")
     tip = copy.head(branch)
@@ -164,7 +164,7 @@ def _fetch_ref(copy: WorkingCopy, ref: str, pull_request: int | None) -> str | N
                 copy._git("fetch", "--no-tags", REMOTE, f"+{source}:{target}")
         except OperationError:
             continue
-        found = _resolve(copy, ref) or (_resolve(copy, target) if source == ref else None)
+        found = resolve_ref(copy, ref) or (resolve_ref(copy, target) if source == ref else None)
         if found is not None:
             return found
     return None
@@ -249,7 +249,7 @@ def _gate(
     if not brought:
         return report
     try:
-        gate = _GateAt(config, copy.path, landed_manifest)
+        gate = GateAt(config, copy.path, landed_manifest)
         lines = []
         for item in sorted(brought, key=lambda i: (i.group, i.instance_id)):
             if item.unreadable:

@@ -321,7 +321,10 @@ class WorkingCopy:
                 self._git("fetch", "--no-tags", REMOTE, f"+{ref}:{ref}")
             except OperationError:
                 if self._git("ls-remote", REMOTE, ref).strip():
-                    raise  # it is there: the fetch failed for another reason
+                    # there now: another writer (apply, in the same run process) may have created it
+                    # between our fetch and this look; a second failure is a real one
+                    self._git("fetch", "--no-tags", REMOTE, f"+{ref}:{ref}")
+                    return self._resolve(ref)
                 if self._resolve(ref) is not None:
                     self._git("update-ref", "-d", ref)
                 return None

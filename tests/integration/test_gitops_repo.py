@@ -303,3 +303,25 @@ def test_a_branch_named_like_a_commit_never_stands_in_for_it(bare_remote: Path, 
     copy.sync()
     assert copy.read_file("capacity/c.yaml", signed) == "desired: 2\n"
     assert copy.first_parent(signed) == [signed]
+
+
+def test_notes_created_while_they_are_fetched_are_fetched_not_an_error(
+    bare_remote: Path, tmp_path: Path
+) -> None:
+    """Seen in a `run` test: apply pushed the first notes between plan's failed fetch (no such ref
+    yet) and its look with ls-remote, and the plan cycle failed."""
+    copy = copy_of(bare_remote, tmp_path / "work")
+    sha = copy.update("main", "capacity/c.yaml", lambda _: Update("desired: 2\n", "capacity(c): two\n"))
+    assert sha is not None
+    real_git = copy._git
+    created: list[bool] = []
+
+    def racing(*args: str, repo: object = None) -> str:
+        if args[0] == "ls-remote" and not created:  # the other writer lands right now
+            created.append(True)
+            git("notes", "--ref=refs/notes/race", "add", "-m", "hello", sha, cwd=bare_remote)
+        return real_git(*args, repo=repo)  # type: ignore[arg-type]
+
+    copy._git = racing  # type: ignore[method-assign]
+    assert copy.fetch_notes("refs/notes/race") is not None
+    assert created

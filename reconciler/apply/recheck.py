@@ -2,7 +2,7 @@
 
 An approval is for the cluster as it was when the proposal was written. Before apply drains an
 approved instance, the planner judges it again on what runs now, as if it were an ordinary
-candidate that has waited long enough: below its threshold, nothing on it that forbids a drain,
+candidate that has waited long enough: at or below its threshold, nothing on it that forbids a drain,
 every pod still placeable on the nodes that stay after the pending pods took their places. The whole
 planner runs, not a copy of its rules, so apply and plan can never disagree about what is safe.
 """
@@ -94,7 +94,7 @@ def recheck(inputs: PlanInputs, approved: Mapping[str, Set[str]]) -> dict[str, s
                 node = nodes.get(instance)
                 found = kept.get(node) if node else None
                 # the planner lists every candidate it keeps, except busy nodes (as CA)
-                verdicts[instance] = found or "busy again: at or above its scale-down utilisation threshold"
+                verdicts[instance] = found or "busy again: above its scale-down utilisation threshold"
     return verdicts
 
 

@@ -1,15 +1,15 @@
 """Scale-down: which instances may go, each one named (DESIGN §3.2), and why every other
 below-threshold node stays.
 
-As cluster-autoscaler: a node is *unneeded* when it is Ready and eligible, its utilisation is below the
-group's threshold, no pod on it forbids a drain, and every pod that would have to move fits on a node
-that stays. It is proposed once it has been unneeded for `unneededTime` (the first sighting is stored
-on the state branch; without one it became unneeded now), no scale-up of its group was applied within
-`delayAfterScaleUp`, the group stays at or above its min size, and `maxNodesPerPlan` is not reached.
-Nodes NotReady for longer than `unreadyTime` and instances that never registered within
-`maxNodeProvisionTime` serve nothing and are proposed regardless of utilisation. A desired capacity a
-person lowered by hand names that many instances (`forced`), skipping the threshold and the timers but
-not drainability or the min size.
+As cluster-autoscaler: a node is *unneeded* when it is Ready and eligible, its utilisation is at or
+below the group's threshold (exactly at it counts, as in CA 1.35+), no pod on it forbids a drain, and
+every pod that would have to move fits on a node that stays. It is proposed once it has been unneeded
+for `unneededTime` (the first sighting is stored on the state branch; without one it became unneeded
+now), no scale-up of its group was applied within `delayAfterScaleUp`, the group stays at or above its
+min size, and `maxNodesPerPlan` is not reached. Nodes NotReady for longer than `unreadyTime` and
+instances that never registered within `maxNodeProvisionTime` serve nothing and are proposed regardless
+of utilisation. A desired capacity a person lowered by hand names that many instances (`forced`),
+skipping the threshold and the timers but not drainability or the min size.
 
 Candidates are tried in one order (unregistered, NotReady, empty, then least utilised; ties by name),
 and each removal books its pods on the nodes that stay and retires the node in the pool, so the next
@@ -181,7 +181,7 @@ class _Candidate:
     name: str  # node name, or the instance id of an unregistered instance
     instance_id: str
     utilization: float | None = None
-    below: bool = False  # below threshold and Ready: its unneeded time is tracked
+    below: bool = False  # at or below threshold and Ready: its unneeded time is tracked
     since: datetime | None = None  # NotReady / launched since
     sim: SimNode | None = None
     in_pool: bool = False
@@ -309,7 +309,8 @@ class _Planner:
                 sim = SimNode.from_node(node, pods_by_node.get(node.name, ()), group=inv.name)
             util = utilization(sim, self.now, ignore_daemonsets=rules.ignore_daemonsets)
             threshold = rules.gpu_threshold if util.gpu else rules.threshold
-            below = node.ready and util.value < threshold
+            # at the threshold counts, as CA since 1.35 (isNodeAtOrBelowUtilizationThreshold)
+            below = node.ready and util.value <= threshold
             if node.ready and not below and not is_forced:
                 continue  # busy enough: not listed
             blocker = self._node_blocker(node, instances.get(instance_id))
@@ -589,7 +590,8 @@ class _Planner:
         rules = self.rules[c.group]
         sim = c.sim
         threshold = rules.gpu_threshold if sim is not None and _is_gpu(sim) else rules.threshold
-        return f"utilisation {util} < {_percent(threshold)}{for_how_long}; pods fit elsewhere"
+        sign = "<" if (c.utilization or 0.0) < threshold else "="
+        return f"utilisation {util} {sign} {_percent(threshold)}{for_how_long}; pods fit elsewhere"
 
     def _keep(self, name: str, group: str, reason: str) -> None:
         """Record why a node stays; a later, more specific finding replaces an earlier one."""

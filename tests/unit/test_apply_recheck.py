@@ -38,7 +38,7 @@ def test_a_pod_that_now_forbids_the_drain_refuses_it() -> None:
 def test_the_node_is_busy_again() -> None:
     w = world()
     w.running("n3", "big", cpu=2500)
-    assert check(w)["i-n3"] == "busy again: at or above its scale-down utilisation threshold"
+    assert check(w)["i-n3"] == "busy again: above its scale-down utilisation threshold"
 
 
 def test_annotation_added_after_approval() -> None:
@@ -51,7 +51,7 @@ def test_pending_pods_need_the_room() -> None:
     w.pending("job-1", cpu=2900)
     w.pending("job-2", cpu=2900)
     w.pending("job-3", cpu=3600)  # n1 and n2 take two; the third lands on n3
-    assert check(w)["i-n3"] == "busy again: at or above its scale-down utilisation threshold"
+    assert check(w)["i-n3"] == "busy again: above its scale-down utilisation threshold"
 
 
 def test_held_group() -> None:

@@ -420,6 +420,19 @@ def test_group_threshold_option_overrides_config() -> None:
     assert removed(result) == []
 
 
+def test_utilisation_exactly_at_the_threshold_is_a_candidate() -> None:
+    # CA 1.35+ (eligibility.go isNodeAtOrBelowUtilizationThreshold: `Utilization > threshold` keeps)
+    inv = world([grp("asg-a", [n("a1"), n("a2", cpu=16000)])], [on("a1", "half", 2000), busy("a2", 12000)])
+    result, _ = run(inv)
+    assert removed(result) == ["a1"]
+    assert result.removals["asg-a"][0].utilization == 0.5
+    assert result.removals["asg-a"][0].reason == "utilisation 50% = 50% for 2h; pods fit elsewhere"
+    nodes = [n("g1", extra={GPU: 4}), n("sink", extra={GPU: 8})]
+    pods = [on("g1", "train", 100, extra={GPU: 2}), on("sink", "other", 100, extra={GPU: 5})]
+    result, _ = run(world([grp("asg-g", nodes)], pods))  # the GPU threshold is compared the same way
+    assert removed(result) == ["g1"]
+
+
 # ---------------------------------------------------------------------------------- drainability
 
 

@@ -245,6 +245,14 @@ class Pod(NamedTuple):
             return False
         return since + timedelta(seconds=self.grace_period_seconds) + LONG_TERMINATING_MARGIN < now
 
+    def is_expendable(self, cutoff: int) -> bool:
+        """Priority below `cutoff` (scaleUp.expendablePriorityCutoff, CA's IsExpendablePod): it never
+        causes a scale-up and, running, is left out of the simulation as CA leaves it out of its
+        snapshot (no room taken, no utilisation, never moves or blocks a drain). A pod without
+        spec.priority reads as 0 here, where CA never counts it expendable: they differ only for a
+        cutoff above 0."""
+        return self.priority < cutoff
+
     @property
     def is_daemonset(self) -> bool:
         if self.annotations.get(DAEMONSET_POD) == "true":

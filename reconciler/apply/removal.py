@@ -279,7 +279,10 @@ class _LatePods:
         self.reader = ObjectReader()
         self.known = known
         pdbs = PdbBudget(inputs.inventory.state.pdbs)
-        self.context = DrainContext(inputs.config.scale_down, inputs.now, pdbs.has_pdb)
+        config = inputs.config
+        self.context = DrainContext(
+            config.scale_down, inputs.now, pdbs.has_pdb, config.scale_up.expendable_priority_cutoff
+        )
         self.refusal: str | None = None
 
     def vet(self, raw_pods: Sequence[Mapping[str, Any]]) -> str | None:

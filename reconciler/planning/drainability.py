@@ -1,8 +1,8 @@
 """Which pods of a node would have to move if it went, and which pods forbid that: cluster-autoscaler's
 drainability rules, one function per rule, each switchable by the config flag CA has for it.
 
-A rule looks at one pod and answers "stays" (it does not move: mirror, DaemonSet, finished and
-long-terminating pods), "moves" (decided: it may be evicted), "blocks" (with the reason a person
+A rule looks at one pod and answers "stays" (it does not move: expendable, mirror, DaemonSet, finished
+and long-terminating pods), "moves" (decided: it may be evicted), "blocks" (with the reason a person
 reads in the plan) or None (no opinion: the next rule decides). The first answer wins, in CA's order,
 so `safe-to-evict: "true"` overrides every blocking rule after it. A pod no rule decides about moves.
 
@@ -44,17 +44,25 @@ MOVES_OK = Drain(MOVES)
 
 @dataclass(frozen=True, slots=True)
 class DrainContext:
-    """What the rules need besides the pod: the flags, the time, and whether a PDB covers a pod."""
+    """What the rules need besides the pod: the flags, the time, whether a PDB covers a pod, and
+    scaleUp.expendablePriorityCutoff (CA has one cutoff for scale-up and scale-down)."""
 
     config: ScaleDownConfig
     now: datetime
     has_pdb: Callable[[Pod], bool]
+    expendable_cutoff: int
 
 
 Rule = Callable[[Pod, DrainContext], Drain | None]
 
 
 # ---------------------------------------------------------------------------------- the rules
+
+
+def expendable(pod: Pod, ctx: DrainContext) -> Drain | None:
+    """A pod below the expendable cutoff is not in CA's simulation at all: it needs no new home and
+    keeps no node, whatever the rules below would say (preemption or the node's end takes it)."""
+    return STAYS_PUT if pod.is_expendable(ctx.expendable_cutoff) else None
 
 
 def mirror(pod: Pod, ctx: DrainContext) -> Drain | None:
@@ -128,8 +136,10 @@ def local_storage(pod: Pod, ctx: DrainContext) -> Drain | None:
 
 
 # CA's order (simulator/drainability/rules): mirror and long-terminating pods, finished pods, DaemonSet
-# pods, the safe-to-evict override, then the blocking checks.
+# pods, the safe-to-evict override, then the blocking checks. Expendable pods come first: CA never
+# shows them to the rules (they are not in its snapshot).
 RULES: tuple[Rule, ...] = (
+    expendable,
     mirror,
     long_terminating,
     terminal,

@@ -22,6 +22,7 @@ from reconciler.inventory import GroupInventory
 from reconciler.model import CPU, MEMORY, POD_SCALE_UP_DELAY, Instance, Node, Pod
 from reconciler.planning.baseline import Baseline, baseline
 from reconciler.planning.drainability import stays_on_node
+from reconciler.planning.existing import existing_node
 from reconciler.planning.placement import NodePool
 from reconciler.planning.predicates import ForeignAntiAffinity, PredicateContext, pvc_zones, unmodelled
 from reconciler.planning.scale_down import plan_scale_down
@@ -64,9 +65,8 @@ class _Group:
 def make_plan(inputs: PlanInputs) -> Plan:
     inventory, config, now = inputs.inventory, inputs.config, inputs.now
     ctx = PredicateContext(pvc_zones(inventory.state))
-    pool = NodePool(
-        _existing_nodes(inventory.state.nodes, inventory.pods_by_node, inventory.group_of_node), ctx
-    )
+    cutoff = config.scale_up.expendable_priority_cutoff
+    pool = NodePool([existing_node(n, inventory, cutoff) for n in inventory.state.nodes], ctx)
     not_ready = {n.name for n in inventory.state.nodes if not n.ready}
     groups = [_Group(g, baseline(g.group, inputs.committed.get(g.name))) for g in inventory.groups]
     backoffs: dict[str, Backoff] = {}
@@ -205,12 +205,6 @@ def _no_scale_down(g: _Group, new_nodes: int) -> str:
     return ""
 
 
-def _existing_nodes(
-    nodes: Iterable[Node], pods_by_node: Mapping[str, tuple[Pod, ...]], group_of_node: Mapping[str, str]
-) -> list[SimNode]:
-    return [SimNode.from_node(n, pods_by_node.get(n.name, ()), group_of_node.get(n.name, "")) for n in nodes]
-
-
 def _age(instance: Instance, now: datetime) -> timedelta:
     return now - instance.launch_time if instance.launch_time else timedelta(0)
 
@@ -242,7 +236,7 @@ def _pending_pods(
         if pod.deleting_since is not None:
             outcomes[pod.key] = PodOutcome(pod.key, None, "being deleted: it will not need a node")
             continue
-        if pod.priority < config.scale_up.expendable_priority_cutoff:
+        if pod.is_expendable(config.scale_up.expendable_priority_cutoff):
             outcomes[pod.key] = PodOutcome(
                 pod.key,
                 None,

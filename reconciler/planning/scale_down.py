@@ -35,6 +35,7 @@ from reconciler.planning.drainability import (
     stays_on_node,
 )
 from reconciler.planning.equivalence import ClassKey
+from reconciler.planning.existing import existing_node
 from reconciler.planning.placement import NodePool, Placement
 from reconciler.planning.predicates import (
     ForeignAntiAffinity,
@@ -225,7 +226,9 @@ class _Planner:
             for inv in inventory.groups
         }
         self.budget = PdbBudget(inventory.state.pdbs)
-        self.drain_ctx = DrainContext(self.cfg, self.now, self.budget.has_pdb)
+        self.drain_ctx = DrainContext(
+            self.cfg, self.now, self.budget.has_pdb, inputs.config.scale_up.expendable_priority_cutoff
+        )
         self._foreign = foreign
         self._unmodelled: dict[int, tuple[Scheduling, str | None]] = {}
         # Destinations are the nodes that stay: never nodes that do not exist yet, unless asked.
@@ -295,7 +298,8 @@ class _Planner:
     ) -> list[tuple[_Candidate, bool]]:
         """Registered nodes worth trying, each with whether it is a regular candidate."""
         instances = {i.instance_id: i for i in inv.group.instances}
-        pods_by_node = self.inputs.inventory.pods_by_node
+        inventory = self.inputs.inventory
+        cutoff = self.inputs.config.scale_up.expendable_priority_cutoff
         found = []
         for node in sorted(inv.nodes, key=lambda n: n.name):
             instance_id = node.instance_id
@@ -306,7 +310,7 @@ class _Planner:
             if sim is not None and self.pool.is_retired(node.name):
                 continue
             if sim is None:
-                sim = SimNode.from_node(node, pods_by_node.get(node.name, ()), group=inv.name)
+                sim = existing_node(node, inventory, cutoff)
             util = utilization(sim, self.now, ignore_daemonsets=rules.ignore_daemonsets)
             threshold = rules.gpu_threshold if util.gpu else rules.threshold
             # at the threshold counts, as CA since 1.35 (isNodeAtOrBelowUtilizationThreshold)

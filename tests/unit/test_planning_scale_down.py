@@ -533,7 +533,7 @@ def test_long_terminating_pods_neither_block_nor_count_as_load() -> None:
 
     long_grace = replace(stuck, grace_period_seconds=600)  # its own grace period has not run out
     assert not long_grace.is_long_terminating(NOW)
-    ctx = DrainContext(ScaleDownConfig(), NOW, lambda _p: False)
+    ctx = DrainContext(ScaleDownConfig(), NOW, lambda _p: False, -10)
     assert drain_verdict(long_grace, ctx).outcome == BLOCKS
     assert drain_verdict(replace(stuck, grace_period_seconds=0), ctx).outcome == "stays"
 
@@ -604,7 +604,7 @@ def test_pdb_budget_unit() -> None:
 
 
 def test_drain_verdict_order_matches_ca() -> None:
-    ctx = DrainContext(ScaleDownConfig(), NOW, lambda _p: False)
+    ctx = DrainContext(ScaleDownConfig(), NOW, lambda _p: False, -10)
     ds = replace(on("x", "agent", annotations={SAFE_TO_EVICT: "false"}), owner=OwnerRef("DaemonSet", "agent"))
     assert drain_verdict(ds, ctx).outcome == "stays" and stays_on_node(ds, NOW)
     lone_pinned = on("x", "lone", owner=None, annotations={SAFE_TO_EVICT: "false"})
@@ -886,7 +886,7 @@ def test_removed_nodes_pods_land_on_remaining_nodes_and_min_holds(
             assert r.node is None or r.node in result.moves
     assert total <= config.scale_down.max_nodes_per_plan
     # every removed node was drainable
-    ctx = DrainContext(config.scale_down, NOW, PdbBudget(inv.state.pdbs).has_pdb)
+    ctx = DrainContext(config.scale_down, NOW, PdbBudget(inv.state.pdbs).has_pdb, -10)
     for name in result.moves:
         assert all(drain_verdict(p, ctx).outcome != BLOCKS for p in inv.pods_by_node.get(name, ()))
     # the PDB budget holds: at most `allowed` nodes lost a matching pod when it started at zero

@@ -154,6 +154,8 @@ class PodAffinityTerm:
     topology_key: str
     namespaces: tuple[str, ...] = ()
     namespace_selector: LabelSelector | None = None
+    match_label_keys: tuple[str, ...] = ()  # the selector also requires the pod's own values of these
+    mismatch_label_keys: tuple[str, ...] = ()  # ... and other values than the pod's of these
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +165,9 @@ class TopologySpreadConstraint:
     when_unsatisfiable: str  # DoNotSchedule | ScheduleAnyway
     label_selector: LabelSelector | None
     min_domains: int | None = None
+    node_affinity_policy: str = "Honor"  # Honor | Ignore: count only nodes the pod's node affinity allows
+    node_taints_policy: str = "Ignore"  # Honor | Ignore: count only nodes whose taints the pod tolerates
+    match_label_keys: tuple[str, ...] = ()  # the selector also requires the pod's own values of these
 
 
 @dataclass(frozen=True, slots=True)
@@ -378,6 +383,11 @@ class ClusterState:
     pvcs: tuple[PersistentVolumeClaim, ...] = ()
     autoscaler: AutoscalerPresence | None = None
     read_at: datetime | None = None
+    # Namespace name -> its labels, for affinity terms' namespaceSelector; None when not read (a
+    # snapshot without Namespace objects): terms with a namespace selector are then unmodelled.
+    namespaces: Mapping[str, Mapping[str, str]] | None = None
+    # What the read could not see and why (a list it may not read): plan, status and apply show them.
+    warnings: tuple[str, ...] = ()
 
 
 # ---------------------------------------------------------------------------------------- AWS side

@@ -151,6 +151,8 @@ def _affinity_terms(raw: Iterable[Raw] | None) -> tuple[PodAffinityTerm, ...]:
             term.get("topologyKey", ""),
             tuple(term.get("namespaces") or ()),
             label_selector(term.get("namespaceSelector")),
+            tuple(term.get("matchLabelKeys") or ()),
+            tuple(term.get("mismatchLabelKeys") or ()),
         )
         for term in raw or ()
     )
@@ -200,6 +202,9 @@ def scheduling_from(spec: Raw) -> Scheduling:
                 c.get("whenUnsatisfiable", "DoNotSchedule"),
                 label_selector(c.get("labelSelector")),
                 c.get("minDomains"),
+                c.get("nodeAffinityPolicy") or "Honor",
+                c.get("nodeTaintsPolicy") or "Ignore",
+                tuple(c.get("matchLabelKeys") or ()),
             )
             for c in spread or ()
         ),
@@ -469,6 +474,11 @@ class ObjectReader:
             name=metadata.get("name", ""),
             volume_name=(raw.get("spec") or {}).get("volumeName") or "",
         )
+
+    def namespace(self, raw: Raw) -> tuple[str, Mapping[str, str]]:
+        """A Namespace's name and labels (interned), for affinity terms' namespaceSelector."""
+        metadata = raw.get("metadata") or {}
+        return metadata.get("name", ""), self.interner.mapping(metadata.get("labels"))
 
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})

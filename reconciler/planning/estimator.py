@@ -16,7 +16,12 @@ from reconciler.model import Pod
 from reconciler.planning.equivalence import ClassKey, EquivalenceClass
 from reconciler.planning.freeindex import ANY
 from reconciler.planning.placement import Demand
-from reconciler.planning.predicates import NO_CONTEXT, PredicateContext, check, fits_besides_resources
+from reconciler.planning.predicates import (
+    NO_CONTEXT,
+    PredicateContext,
+    fits_besides_resources,
+    node_check,
+)
 from reconciler.planning.simnode import SimNode
 
 
@@ -33,6 +38,9 @@ class Estimate:
     refused: tuple[tuple[EquivalenceClass, str], ...]  # classes that fit no node of this shape
     capped: tuple[Pod, ...]
     nodes: tuple[SimNode, ...]
+    # classes a domain-wide constraint stopped (wholly or after some pods): the pods not in `placed`
+    # may still be helped by another group, or by this one once other groups have grown
+    limited: tuple[tuple[EquivalenceClass, str], ...] = ()
 
     @property
     def helped(self) -> bool:
@@ -68,18 +76,25 @@ def estimate(
 
     `fit_memo`, kept by the caller per group across rounds of one plan (same `base`, same `ctx`,
     classes from one Classifier), remembers each class's verdict on an empty node so repeated
-    estimates skip the predicates.
+    estimates skip the predicates; it holds only what the node alone decides, since domain-wide
+    counts (`ctx.topology`) change from round to round.
+
+    With `ctx.topology`, the new nodes count in it while this estimate runs (each pod placed sees
+    the ones before it) and leave it before it returns: a caller that takes the estimate adds
+    `nodes` to its pool.
     """
     prefix = name_prefix or f"new-{base.group or base.name}"
+    topology = ctx.topology
     refused: list[tuple[EquivalenceClass, str]] = []
+    limited: list[tuple[EquivalenceClass, str]] = []
     sizes: dict[int, int] = {}
     for c_index, cls in enumerate(classes):
         if fit_memo is None:
-            reason = check(cls.representative, base, ctx)
+            reason = node_check(cls.representative, base, ctx)
         elif cls.key in fit_memo:
             reason = fit_memo[cls.key]
         else:
-            reason = fit_memo[cls.key] = check(cls.representative, base, ctx)
+            reason = fit_memo[cls.key] = node_check(cls.representative, base, ctx)
         if reason is None:
             sizes[c_index] = size_key(cls.representative, base)  # same requests across the class
         else:
@@ -105,52 +120,19 @@ def estimate(
     live: list[SimNode] = []  # opened nodes that may still take a remaining class, in open order
     placements: list[tuple[Pod, str]] = []
     capped: list[Pod] = []
-    for k, c_index in enumerate(order):
-        pods = classes[c_index].pods
-        demand = demands[k]
-        cpu, mem, extra = demand.cpu, demand.mem, demand.extra
-        fc, fm = floor_cpu[k], floor_mem[k]
-        live = [n for n in live if n.pods_free > 0 and n.cpu_free >= fc and n.mem_free >= fm]
-        s = pods[0].scheduling
-        # Without host ports, spread or anti-affinity, a pod's class-mates change nothing for it but
-        # free resources: as many as fit go on a node in one step, which is what one-by-one
-        # first-fit would do.
-        batchable = not (s.host_ports or s.topology_spread or s.pod_anti_affinity)
-        cursor = 0  # first node that has not refused this class
-        i = 0
-        while i < len(pods):
-            pod = pods[i]
-            target: SimNode | None = None
-            for j in range(cursor, len(live)):
-                node = live[j]
-                if (
-                    node.pods_free > 0
-                    and (cpu <= node.cpu_free or not cpu)
-                    and (mem <= node.mem_free or not mem)
-                    and (not extra or demand.fits_extra(node))
-                    and fits_besides_resources(pod, node, ctx)
-                ):
-                    target = node
-                    break
-                cursor = j + 1
-            if target is None:
-                if len(nodes) >= max_nodes:
-                    capped.extend(pods[i:])
-                    break
-                target = base.copy(f"{prefix}-{len(nodes) + 1}")
-                nodes.append(target)
-                live.append(target)
-                cursor = len(live) - 1
-            if batchable:
-                batch = pods[i : i + max(1, demand.how_many_fit(target))]  # target took pods[i]
-                target.add_same(batch)
-                name = target.name
-                placements.extend((p, name) for p in batch)
-                i += len(batch)
-            else:
-                target.add(pod)
-                placements.append((pod, target.name))
-                i += 1
+    try:
+        for k, c_index in enumerate(order):
+            cls = classes[c_index]
+            demand = demands[k]
+            fc, fm = floor_cpu[k], floor_mem[k]
+            live = [n for n in live if n.pods_free > 0 and n.cpu_free >= fc and n.mem_free >= fm]
+            stop = _pack(cls, demand, base, max_nodes, ctx, prefix, nodes, live, placements, capped)
+            if stop is not None:
+                limited.append((cls, stop))
+    finally:
+        if topology is not None:
+            for node in nodes:
+                topology.node_removed(node)
 
     return Estimate(
         node_count=len(nodes),
@@ -159,4 +141,83 @@ def estimate(
         refused=tuple(refused),
         capped=tuple(capped),
         nodes=tuple(nodes),
+        limited=tuple(limited),
     )
+
+
+def _pack(
+    cls: EquivalenceClass,
+    demand: Demand,
+    base: SimNode,
+    max_nodes: int,
+    ctx: PredicateContext,
+    prefix: str,
+    nodes: list[SimNode],
+    live: list[SimNode],
+    placements: list[tuple[Pod, str]],
+    capped: list[Pod],
+) -> str | None:
+    """First-fit one class's pods onto the open nodes, opening more; the domain-wide reason that
+    stopped the class short, if one did."""
+    topology = ctx.topology
+    pods = cls.pods
+    cpu, mem, extra = demand.cpu, demand.mem, demand.extra
+    s = pods[0].scheduling
+    # Without host ports, spread or pod (anti-)affinity, a pod's class-mates change nothing for it
+    # but free resources: as many as fit go on a node in one step, which is what one-by-one
+    # first-fit would do.
+    batchable = not (s.host_ports or s.topology_spread or s.pod_anti_affinity or s.pod_affinity)
+    # A refusal lasts for the class only if no domain-wide rule bears on it.
+    sticky = topology is None or topology.untouched(pods[0])
+    cursor = 0  # first node that has not refused this class
+    i = 0
+    while i < len(pods):
+        pod = pods[i]
+        target: SimNode | None = None
+        if not sticky:
+            cursor = 0
+        for j in range(cursor, len(live)):
+            node = live[j]
+            if (
+                node.pods_free > 0
+                and (cpu <= node.cpu_free or not cpu)
+                and (mem <= node.mem_free or not mem)
+                and (not extra or demand.fits_extra(node))
+                and fits_besides_resources(pod, node, ctx)
+            ):
+                target = node
+                break
+            cursor = j + 1
+        if target is None:
+            fresh = base.copy(f"{prefix}-{len(nodes) + 1}")
+            if not sticky and topology is not None:
+                # Every new node of the group is in the same domains: a refusal here holds for the
+                # class's remaining pods until other groups grow.
+                reason = topology.check(pod, fresh)
+                if reason is not None:
+                    return reason
+            if len(nodes) >= max_nodes:
+                capped.extend(pods[i:])
+                return None
+            target = fresh
+            nodes.append(target)
+            live.append(target)
+            if topology is not None:
+                topology.node_added(target, trial=True)
+            cursor = len(live) - 1
+        if batchable:
+            batch = pods[i : i + max(1, demand.how_many_fit(target))]  # target took pods[i]
+            target.add_same(batch)
+            name = target.name
+            placements.extend((p, name) for p in batch)
+            i += len(batch)
+            if topology is not None:
+                for p in batch:
+                    topology.pod_added(p, target)
+        else:
+            target.add(pod)
+            placements.append((pod, target.name))
+            i += 1
+            if topology is not None:
+                topology.pod_added(pod, target)
+    return None

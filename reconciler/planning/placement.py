@@ -30,6 +30,7 @@ class Placement:
 
     placed: tuple[tuple[Pod, str], ...]
     unplaced: tuple[Pod, ...]
+    vacated: str | None = None  # the node whose pods this placement moved (`place(vacating=...)`)
 
     @property
     def complete(self) -> bool:
@@ -87,6 +88,7 @@ class NodePool:
         "_free",
         "_index",
         "_retired",
+        "_vacated",
         "classifier",
         "ctx",
         "nodes",
@@ -109,7 +111,12 @@ class NodePool:
         self._cursors: dict[ClassKey, int] = {}
         self._demands: dict[ClassKey, Demand] = {}
         self._by_label: dict[tuple[str, str], list[int]] | None = None  # built on first need
+        self._vacated: set[str] = set()
         self.classifier = classifier or Classifier()
+        topology = ctx.topology
+        if topology is not None:
+            for node in self.nodes:
+                topology.node_added(node)
 
     # ------------------------------------------------------------------------------ nodes
 
@@ -123,6 +130,8 @@ class NodePool:
         self._free.append(node, self.nodes)
         if self._by_label is not None:
             self._index_labels(len(self.nodes) - 1, node)
+        if self.ctx.topology is not None:
+            self.ctx.topology.node_added(node)
 
     def get(self, name: str) -> SimNode | None:
         index = self._index.get(name)
@@ -140,6 +149,21 @@ class NodePool:
         index = self._index[name]
         self._retired[index] = True
         self._free.retire(index)
+        self._vacated.add(name)
+        if self.ctx.topology is not None:
+            self.ctx.topology.node_removed(self.nodes[index])
+
+    def _vacate(self, name: str) -> None:
+        """The node's pods stop counting for domain-wide constraints while they move off it."""
+        self._vacated.add(name)
+        if self.ctx.topology is not None:
+            self.ctx.topology.node_vacated(self.nodes[self._index[name]])
+
+    def _restore(self, name: str) -> None:
+        if name in self._vacated and not self._retired[self._index[name]]:
+            self._vacated.discard(name)
+            if self.ctx.topology is not None:
+                self.ctx.topology.node_added(self.nodes[self._index[name]])
 
     def is_retired(self, name: str) -> bool:
         return self._retired[self._index[name]]
@@ -149,7 +173,10 @@ class NodePool:
     def add_pod(self, pod: Pod, node_name: str) -> None:
         """Book a pod on a node without checking (it is already running there). Free capacity only
         goes down, so the index's upper bounds stay valid without an update."""
-        self.nodes[self._index[node_name]].add(pod)
+        node = self.nodes[self._index[node_name]]
+        node.add(pod)
+        if self.ctx.topology is not None:
+            self.ctx.topology.pod_added(pod, node)
 
     def remove_pod(self, pod: Pod, node_name: str) -> None:
         """Unbook a pod; the node may now take classes it refused, so rewind cursors past it."""
@@ -158,20 +185,45 @@ class NodePool:
         self._rewind(index)
 
     def undo(self, placement: Placement) -> None:
-        """Take back every pod `placement` placed (newest first), rewinding cursors once."""
-        if not placement.placed:
-            return
+        """Take back every pod `placement` placed (newest first), rewinding cursors once, and count
+        the node it vacated again."""
         lowest = len(self.nodes)
         for pod, node_name in reversed(placement.placed):
             index = self._index[node_name]
             self._unbook(pod, index)
             lowest = min(lowest, index)
-        self._rewind(lowest)
+        if placement.placed:
+            self._rewind(lowest)
+        if placement.vacated is not None:
+            self._restore(placement.vacated)
 
     def _unbook(self, pod: Pod, index: int) -> None:
         node = self.nodes[index]
         node.remove(pod)
         self._free.refresh(index, node)
+        if self.ctx.topology is not None:
+            self.ctx.topology.pod_removed(pod, node)
+
+    def recheck(self, pod: Pod, node_name: str) -> str | None:
+        """Whether `pod`, booked on `node_name`, would still be let there now, for a domain-wide
+        reason: a later move may have lowered a spread minimum or taken an affinity match away."""
+        topology = self.ctx.topology
+        if topology is None:
+            return None
+        node = self.nodes[self._index[node_name]]
+        node.remove(pod)
+        topology.pod_removed(pod, node)
+        try:
+            return topology.check(pod, node)
+        finally:
+            node.add(pod)
+            topology.pod_added(pod, node)
+
+    def sticky(self, pod: Pod) -> bool:
+        """Whether a refusal of this pod's class lasts until a pod leaves that node (no domain-wide
+        constraint touches it), so cursors and refusal memos may keep it."""
+        topology = self.ctx.topology
+        return topology is None or topology.untouched(pod)
 
     def _rewind(self, index: int) -> None:
         cursors = self._cursors
@@ -185,6 +237,7 @@ class NodePool:
         *,
         exclude: Collection[str] = (),
         atomic: bool = False,
+        vacating: str | None = None,
     ) -> Placement:
         """Place pods in the given order, each on the first node (pool order) that passes every
         predicate, skipping retired nodes and those named in `exclude`. Placed pods stay booked.
@@ -193,21 +246,34 @@ class NodePool:
         is taken back, and the result is `placed=()`, `unplaced=(that pod,)`: the scale-down question
         "can all of this node's pods move?" answered with the pod that cannot. Passing the pods
         largest first makes a failing node fail fast.
+
+        `vacating` names the node the pods are leaving (it must be excluded too): from now on its
+        pods and domains no longer count for domain-wide constraints, until the placement is undone
+        or rolled back; `retire` makes that final.
         """
         placed: list[tuple[Pod, str]] = []
         unplaced: list[Pod] = []
         saved: dict[ClassKey, int] | None = {} if atomic else None
+        vacated = None
+        if vacating is not None and vacating not in self._vacated:
+            self._vacate(vacating)
+            vacated = vacating
+        topology = self.ctx.topology
         for pod in pods:
             node = self._first_fit(pod, exclude, saved)
             if node is None:
                 if saved is not None:
                     self._roll_back(placed, saved)
+                    if vacated is not None:
+                        self._restore(vacated)
                     return Placement((), (pod,))
                 unplaced.append(pod)
                 continue
             node.add(pod)
+            if topology is not None:
+                topology.pod_added(pod, node)
             placed.append((pod, node.name))
-        return Placement(tuple(placed), tuple(unplaced))
+        return Placement(tuple(placed), tuple(unplaced), vacated)
 
     def _roll_back(self, placed: list[tuple[Pod, str]], saved: dict[ClassKey, int]) -> None:
         """Return to exactly the state at the start of an atomic call. A cursor may keep what it
@@ -234,8 +300,11 @@ class NodePool:
         demand = self._demands.get(key)
         if demand is None:
             demand = self._demands[key] = Demand(pod)
-        cursor = self._cursors.get(key, 0)
-        if saved is not None and key not in saved:
+        sticky = self.sticky(pod)
+        if not sticky and self.ctx.topology is not None and self.ctx.topology.impossible(pod):
+            return None  # e.g. required affinity to pods that run nowhere: no node can do
+        cursor = self._cursors.get(key, 0) if sticky else 0
+        if sticky and saved is not None and key not in saved:
             saved[key] = cursor
         selector = pod.scheduling.node_selector
         candidates = self._labelled(selector) if selector else None
@@ -243,7 +312,8 @@ class NodePool:
             found, cursor = self._scan_labelled(pod, demand, candidates, cursor, exclude)
         else:
             found, cursor = self._scan_free(pod, demand, cursor, exclude)
-        self._cursors[key] = cursor
+        if sticky:
+            self._cursors[key] = cursor
         return found
 
     def _scan_free(

@@ -24,10 +24,11 @@ from reconciler.planning.baseline import Baseline, baseline
 from reconciler.planning.drainability import stays_on_node
 from reconciler.planning.existing import existing_node
 from reconciler.planning.placement import NodePool
-from reconciler.planning.predicates import ForeignAntiAffinity, PredicateContext, pvc_zones, unmodelled
+from reconciler.planning.predicates import PredicateContext, pvc_zones, unmodelled
 from reconciler.planning.scale_down import plan_scale_down
 from reconciler.planning.scale_up import Candidate, Limits, plan_scale_up
 from reconciler.planning.simnode import SimNode
+from reconciler.planning.topology import Topology
 from reconciler.planning.types import (
     NONE,
     SCALE_DOWN,
@@ -64,7 +65,8 @@ class _Group:
 
 def make_plan(inputs: PlanInputs) -> Plan:
     inventory, config, now = inputs.inventory, inputs.config, inputs.now
-    ctx = PredicateContext(pvc_zones(inventory.state))
+    topology = Topology(inventory.state.namespaces)
+    ctx = PredicateContext(pvc_zones(inventory.state), topology)
     cutoff = config.scale_up.expendable_priority_cutoff
     pool = NodePool([existing_node(n, inventory, cutoff) for n in inventory.state.nodes], ctx)
     not_ready = {n.name for n in inventory.state.nodes if not n.ready}
@@ -95,10 +97,18 @@ def make_plan(inputs: PlanInputs) -> Plan:
             for index in range(g.upcoming):
                 pool.add_node(base.copy(f"{g.name}-upcoming-{index + 1}"))
 
-    # 3. pending pods onto existing and upcoming capacity (approved removals' nodes left aside)
+    # 3. pending pods onto existing and upcoming capacity (approved removals' nodes left aside); the
+    # zones of groups that may grow count as spread domains from here to scale-up
+    topology.set_extras(
+        base
+        for g in groups
+        if (base := bases[g.name]) is not None
+        and not g.base.held
+        and g.backoff is None
+        and g.base.capacity < g.inventory.group.max_size
+    )
     outcomes: dict[str, PodOutcome] = {}
-    foreign = ForeignAntiAffinity(p for p in inventory.state.pods if p.node_name)
-    pending = _pending_pods(inputs, outcomes, foreign, warnings)
+    pending = _pending_pods(inputs, outcomes, topology, warnings)
     approved_nodes = _approved_nodes(groups)
     placement = pool.place(pending, exclude=set(approved_nodes) | not_ready)
     for pod, node in placement.placed:
@@ -125,7 +135,7 @@ def make_plan(inputs: PlanInputs) -> Plan:
     for node_name in sorted(set(approved_nodes) - cancelled):
         sim = pool.get(node_name)
         movable = [p for p in sim.pods if not stays_on_node(p, now)] if sim else []
-        moved = pool.place(movable, exclude=set(approved_nodes) - cancelled, atomic=True)
+        moved = pool.place(movable, exclude=set(approved_nodes) - cancelled, atomic=True, vacating=node_name)
         if moved.complete:
             pool.retire(node_name)
         else:
@@ -139,14 +149,22 @@ def make_plan(inputs: PlanInputs) -> Plan:
     # 5. scale-up
     candidates = [_candidate(g, bases[g.name], config.scale_up.max_step) for g in groups]
     limits = Limits.headroom(config, *_totals(inventory.state.nodes, groups))
-    up = plan_scale_up(waiting, candidates, pool, limits, config)
+    up = plan_scale_up(waiting, candidates, pool, limits, config, exclude=set(approved_nodes) | not_ready)
     for pod in waiting:
         if pod.key in up.helped:
             outcomes[pod.key] = PodOutcome(pod.key, up.helped[pod.key])
+        elif pod.key in up.fits_after:
+            node = up.fits_after[pod.key]
+            outcomes[pod.key] = PodOutcome(
+                pod.key,
+                _group_of(node, inventory.group_of_node, pool),
+                "fits existing capacity once the other scale-ups land",
+            )
         else:
             outcomes[pod.key] = PodOutcome(pod.key, None, up.not_helped[pod.key])
 
-    # 6. scale-down
+    # 6. scale-down: the nodes that stay are all the domains there are
+    topology.set_extras(())
     exclusions = {g.name: why for g in groups if (why := _no_scale_down(g, up.new_nodes.get(g.name, 0)))}
     excluded = frozenset(exclusions)
     capacity = {g.name: g.base.capacity + len(g.cancelled) + up.new_nodes.get(g.name, 0) for g in groups}
@@ -162,7 +180,6 @@ def make_plan(inputs: PlanInputs) -> Plan:
             baseline=capacity,
             approved=frozenset(i for g in groups for i in g.kept),
             exclusion_reasons=exclusions,
-            foreign=foreign,
             preferred=inputs.proposed,
         )
         removals, unremovable, unneeded_since = down.removals, down.unremovable, down.unneeded_since
@@ -225,7 +242,7 @@ def _backoff(g: _Group, previous: Backoff | None, now: datetime, config: Config)
 
 
 def _pending_pods(
-    inputs: PlanInputs, outcomes: dict[str, PodOutcome], foreign: ForeignAntiAffinity, warnings: list[str]
+    inputs: PlanInputs, outcomes: dict[str, PodOutcome], topology: Topology, warnings: list[str]
 ) -> list[Pod]:
     """The pods scale-up is for, highest priority and oldest first; the rest get their outcome now."""
     config, now = inputs.config, inputs.now
@@ -248,7 +265,7 @@ def _pending_pods(
         if pod.created is not None and now - pod.created < delay:
             outcomes[pod.key] = PodOutcome(pod.key, None, why_young)
             continue
-        reason = unmodelled(pod, foreign if len(foreign) else None)
+        reason = unmodelled(pod, topology)
         if reason is not None:
             outcomes[pod.key] = PodOutcome(pod.key, None, reason)
             continue

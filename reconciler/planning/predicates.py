@@ -15,7 +15,7 @@ Constraints outside this list are reported by `unmodelled`, never guessed at (DE
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from reconciler.model import (
@@ -39,6 +39,7 @@ from reconciler.planning.selectors import (
     untolerated_taint,
 )
 from reconciler.planning.simnode import ANY_IP, SimNode
+from reconciler.planning.topology import Topology, with_label_keys
 
 DO_NOT_SCHEDULE = "DoNotSchedule"
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", NO_SCHEDULE)
@@ -47,9 +48,12 @@ EMPTY_SELECTOR = LabelSelector()
 
 @dataclass(frozen=True, slots=True)
 class PredicateContext:
-    """Cluster-wide facts some predicates need: zones of bound volumes, by claim `namespace/name`."""
+    """Cluster-wide facts some predicates need: zones of bound volumes, by claim `namespace/name`, and
+    the domain-wide counts of the pool being simulated (None: constraints that need them are
+    unmodelled, see `unmodelled`)."""
 
     pvc_zones: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    topology: Topology | None = None
 
 
 NO_CONTEXT = PredicateContext()
@@ -161,15 +165,19 @@ def resources(pod: Pod, node: SimNode, ctx: PredicateContext) -> str | None:
 
 
 def topology_spread(pod: Pod, node: SimNode, ctx: PredicateContext) -> str | None:
-    """DoNotSchedule spread on the hostname: matching pods here (in the pod's namespace, the pod itself
-    included) may not exceed maxSkew, taking the emptiest node to hold none. Other keys are
-    unmodelled."""
+    """Without the pool's Topology (which judges spread on every key exactly): DoNotSchedule spread on
+    the hostname, matching pods here (in the pod's namespace, the pod itself included) may not exceed
+    maxSkew, taking the emptiest node to hold none. Other keys are unmodelled then."""
+    if ctx.topology is not None:
+        return None
     for c in pod.scheduling.topology_spread:
         if c.when_unsatisfiable != DO_NOT_SCHEDULE or c.topology_key != HOSTNAME_LABEL:
             continue
         selector = c.label_selector
         if selector is None:
             continue  # selects no pods: the skew is always 0
+        if c.match_label_keys:
+            selector = with_label_keys(selector, pod.labels, c.match_label_keys)
         count = 1 if label_selector_matches(selector, pod.labels) else 0
         namespace = pod.namespace
         for other in node.pods:
@@ -201,6 +209,13 @@ def anti_affinity(pod: Pod, node: SimNode, ctx: PredicateContext) -> str | None:
     return None
 
 
+def domains(pod: Pod, node: SimNode, ctx: PredicateContext) -> str | None:
+    """Zone (any key) spread, pod affinity on any key, anti-affinity on keys other than the
+    hostname, both ways: judged from the pool's domain-wide counts (topology.py)."""
+    topology = ctx.topology
+    return None if topology is None else topology.check(pod, node)
+
+
 def term_namespaces(term: PodAffinityTerm, own_namespace: str) -> frozenset[str] | None:
     """The namespaces a term selects; None means all. A non-empty namespace selector needs namespace
     labels we do not read, so it is taken as all namespaces (refuses more, never less) and the pod
@@ -222,12 +237,25 @@ PREDICATES: tuple[Predicate, ...] = (
     resources,
     topology_spread,
     anti_affinity,
+    domains,
 )
+
+
+NODE_PREDICATES = PREDICATES[:-1]  # what the node and its own pods decide, counts elsewhere aside
 
 
 def check(pod: Pod, node: SimNode, ctx: PredicateContext = NO_CONTEXT) -> str | None:
     """The reason the first failing predicate gives, or None when the pod fits."""
     for predicate in PREDICATES:
+        reason = predicate(pod, node, ctx)
+        if reason is not None:
+            return reason
+    return None
+
+
+def node_check(pod: Pod, node: SimNode, ctx: PredicateContext = NO_CONTEXT) -> str | None:
+    """`check` without the domain-wide predicate: a verdict that holds while only other nodes change."""
+    for predicate in NODE_PREDICATES:
         reason = predicate(pod, node, ctx)
         if reason is not None:
             return reason
@@ -274,24 +302,27 @@ def fits_besides_resources(pod: Pod, node: SimNode, ctx: PredicateContext) -> bo
         return False
     if s.topology_spread and topology_spread(pod, node, ctx) is not None:
         return False
-    return not ((s.pod_anti_affinity or node.anti_terms) and anti_affinity(pod, node, ctx) is not None)
+    if (s.pod_anti_affinity or node.anti_terms) and anti_affinity(pod, node, ctx) is not None:
+        return False
+    topology = ctx.topology
+    return topology is None or topology.check(pod, node) is None
 
 
 # ---------------------------------------------------------------------------------- unmodelled
 
 
-def unmodelled(pod: Pod, foreign: ForeignAntiAffinity | None = None) -> str | None:
+def unmodelled(pod: Pod, topology: Topology | None = None) -> str | None:
     """Why the planner cannot judge where this pod may go, or None when every constraint it has is
-    modelled above. Such a pod is reported not helped and pins its node for scale-down."""
-    reason = unmodelled_scheduling(pod.scheduling)
-    if reason is None and foreign is not None:
-        reason = foreign.blocking(pod)
-    return reason
+    modelled. Such a pod is reported not helped and pins its node for scale-down. With the pool's
+    Topology, only namespace selectors without namespace labels remain; without it, every
+    domain-wide constraint does."""
+    if topology is not None:
+        return topology.unmodelled(pod)
+    return unmodelled_scheduling(pod.scheduling)
 
 
 def unmodelled_scheduling(s: Scheduling) -> str | None:
-    """The pod-side part of `unmodelled`; depends only on the Scheduling object, so callers may
-    memoise it per shared instance."""
+    """`unmodelled` without a Topology (a bare predicate context): every domain-wide constraint."""
     for term in s.pod_affinity:
         return f"required pod affinity on {term.topology_key} is not modelled"
     for term in s.pod_anti_affinity:
@@ -303,50 +334,6 @@ def unmodelled_scheduling(s: Scheduling) -> str | None:
         if c.when_unsatisfiable == DO_NOT_SCHEDULE and c.topology_key != HOSTNAME_LABEL:
             return f"topology spread on {c.topology_key} (DoNotSchedule) is not modelled"
     return None
-
-
-class ForeignAntiAffinity:
-    """Required anti-affinity terms of placed pods on keys other than the hostname (zone, ...).
-
-    Such a term also keeps *other* pods out of a whole domain, which no single-node predicate can
-    see; a pod it selects is therefore unmodelled too. Terms are deduplicated (pods of a controller
-    share them), so the check costs per distinct term, not per pod.
-    """
-
-    __slots__ = ("_terms",)
-
-    def __init__(self, pods: Iterable[Pod]) -> None:
-        terms: dict[tuple[str, PodAffinityTerm], Pod] = {}
-        seen: dict[tuple[int, str], Scheduling] = {}  # holds each Scheduling so its id stays unique
-        for pod in pods:
-            s = pod.scheduling
-            if not s.pod_anti_affinity:
-                continue
-            marker = (id(s), pod.namespace)
-            if marker in seen:
-                continue
-            seen[marker] = s
-            for term in s.pod_anti_affinity:
-                if term.topology_key != HOSTNAME_LABEL:
-                    terms.setdefault((pod.namespace, term), pod)
-        self._terms = tuple((owner, term) for (_, term), owner in terms.items())
-
-    def __len__(self) -> int:
-        return len(self._terms)
-
-    def blocking(self, pod: Pod) -> str | None:
-        for owner, term in self._terms:
-            if owner is pod:
-                continue
-            namespaces = term_namespaces(term, owner.namespace)
-            if (namespaces is None or pod.namespace in namespaces) and label_selector_matches(
-                term.label_selector, pod.labels
-            ):
-                return (
-                    f"pod {owner.key} has required anti-affinity on {term.topology_key} "
-                    "against it (not modelled)"
-                )
-        return None
 
 
 # ---------------------------------------------------------------------------------- volumes

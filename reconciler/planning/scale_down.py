@@ -38,11 +38,10 @@ from reconciler.planning.equivalence import ClassKey
 from reconciler.planning.existing import existing_node
 from reconciler.planning.placement import NodePool, Placement
 from reconciler.planning.predicates import (
-    ForeignAntiAffinity,
     PredicateContext,
     check,
     fits,
-    unmodelled_scheduling,
+    unmodelled,
 )
 from reconciler.planning.simnode import SimNode
 from reconciler.planning.types import PlanInputs, Removal, UnremovableNode
@@ -207,7 +206,6 @@ class _Planner:
         forced: Mapping[str, int],
         baseline: Mapping[str, int],
         approved: frozenset[str],
-        foreign: ForeignAntiAffinity | None,
         exclusion_reasons: Mapping[str, str],
         onto_upcoming: bool,
         preferred: frozenset[str] = frozenset(),
@@ -229,8 +227,10 @@ class _Planner:
         self.drain_ctx = DrainContext(
             self.cfg, self.now, self.budget.has_pdb, inputs.config.scale_up.expendable_priority_cutoff
         )
-        self._foreign = foreign
-        self._unmodelled: dict[int, tuple[Scheduling, str | None]] = {}
+        self._unmodelled: dict[tuple[int, str], tuple[Scheduling, str | None]] = {}
+        # Moved pods whose verdict a later move can change (spread, affinity), with where they went:
+        # each removal must leave every one of them where the scheduler would still let it be.
+        self.fragile: list[tuple[Pod, str]] = []
         # Destinations are the nodes that stay: never nodes that do not exist yet, unless asked.
         self.exclude: set[str] = set() if onto_upcoming else {n.name for n in pool.nodes if n.is_new}
         self.removed: dict[str, list[Removal]] = {name: [] for name in self.rules}
@@ -405,20 +405,12 @@ class _Planner:
 
     def _unmodelled_reason(self, pod: Pod) -> str | None:
         s = pod.scheduling
-        hit = self._unmodelled.get(id(s))
+        key = (id(s), pod.namespace)
+        hit = self._unmodelled.get(key)
         if hit is None or hit[0] is not s:
-            hit = (s, unmodelled_scheduling(s))
-            self._unmodelled[id(s)] = hit
-        if hit[1] is not None:
-            return hit[1]
-        return self.foreign.blocking(pod)
-
-    @property
-    def foreign(self) -> ForeignAntiAffinity:
-        if self._foreign is None:
-            pods = self.inputs.inventory.state.pods
-            self._foreign = ForeignAntiAffinity(p for p in pods if p.node_name)
-        return self._foreign
+            hit = (s, unmodelled(pod, self.pool.ctx.topology))
+            self._unmodelled[key] = hit
+        return hit[1]
 
     # ------------------------------------------------------------------------------ decisions
 
@@ -483,11 +475,28 @@ class _Planner:
             self.pool.undo(placement)
             self._keep(c.name, c.group, gate)
             return
+        fragile = self.fragile + [(p, n) for p, n in placement.placed if not self.pool.sticky(p)]
+        broken = self._broken(fragile)
+        if broken is not None:
+            self.pool.undo(placement)
+            self._keep(c.name, c.group, broken)
+            return
+        self.fragile = fragile
         if c.in_pool:
             self.pool.retire(c.name)
         self.budget.take(c.evicted)
         self.moves[c.name] = placement.placed
         self._remove(c, since, forced=forced)
+
+    def _broken(self, moved: list[tuple[Pod, str]]) -> str | None:
+        """A moved pod the scheduler would no longer let stay where the plan put it, now that this
+        node's pods have moved too (they may have emptied the zone that kept a spread in bounds)."""
+        pool = self.pool
+        for pod, node_name in moved:
+            reason = pool.recheck(pod, node_name)
+            if reason is not None:
+                return f"moving its pods would leave pod {pod.key} on {node_name} breaking its {reason}"
+        return None
 
     def _reschedule(self, c: _Candidate) -> Placement | str:
         """Book every mover on a node that stays (never on this one, on nodes already removed, or on
@@ -499,11 +508,13 @@ class _Planner:
         try:
             if doomed is not None:
                 return self._explain(doomed, exclude)
-            placement = self.pool.place(c.movers, exclude=exclude, atomic=True)
+            placement = self.pool.place(
+                c.movers, exclude=exclude, atomic=True, vacating=c.name if c.in_pool else None
+            )
             if placement.complete:
                 return placement
             failed = placement.unplaced[0]
-            if c.movers and failed is c.movers[0]:
+            if c.movers and failed is c.movers[0] and self.pool.sticky(failed):
                 self._learn_refusal(failed, c.name)
             return self._explain(failed, exclude)
         finally:
@@ -680,7 +691,6 @@ def plan_scale_down(
     forced: Mapping[str, int] | None = None,
     baseline: Mapping[str, int] | None = None,
     approved: frozenset[str] = frozenset(),
-    foreign: ForeignAntiAffinity | None = None,
     exclusion_reasons: Mapping[str, str] | None = None,
     onto_upcoming: bool = False,
     preferred: frozenset[str] = frozenset(),
@@ -691,8 +701,7 @@ def plan_scale_down(
     approved removals retired; it is updated in place: each removed node is retired and its pods stay
     booked where they were moved. `forced[g]` instances are named in group g whatever the threshold and
     timers (a desired lowered by hand); `baseline[g]` is the capacity counted against min size (default:
-    the ASG's desired); `approved` instance ids are never candidates again. `foreign` may pass the
-    plan's ForeignAntiAffinity (built from the running pods otherwise); `exclusion_reasons[g]` words
+    the ASG's desired); `approved` instance ids are never candidates again; `exclusion_reasons[g]` words
     why an excluded group keeps its nodes; `onto_upcoming` lets pods move onto nodes not yet running;
     `preferred` instances (named by an open proposal) are tried first.
     With `scaleDown.enabled: false` nothing is proposed and nothing tracked.
@@ -706,7 +715,6 @@ def plan_scale_down(
         forced or {},
         baseline or {},
         approved,
-        foreign,
         exclusion_reasons or {},
         onto_upcoming,
         preferred,

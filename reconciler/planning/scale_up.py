@@ -9,7 +9,8 @@ cluster-wide `limits`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from reconciler.config import Config
@@ -86,6 +87,9 @@ class ScaleUpResult:
     helped: Mapping[str, str]  # pod key -> group whose new nodes hold it
     pods_by_group: Mapping[str, int]
     not_helped: Mapping[str, str]  # pod key -> why no group helps
+    # pod key -> a node that existed before this plan and takes the pod once other groups have
+    # grown (a spread minimum rose, an affinity match arrived)
+    fits_after: Mapping[str, str] = field(default_factory=dict)
 
 
 def plan_scale_up(
@@ -94,13 +98,21 @@ def plan_scale_up(
     pool: NodePool,
     limits: Limits,
     config: Config,
+    exclude: Collection[str] = (),
 ) -> ScaleUpResult:
+    """`exclude`: nodes pending pods may not go to (NotReady, approved removals), as for placement
+    on existing capacity."""
     chain = build_chain(config.expander, config.expander_options)
     by_name = {c.name: c for c in candidates}
     remaining = list(pods)
     helped: dict[str, str] = {}
+    fits_after: dict[str, str] = {}
+    topology = pool.ctx.topology
+    if topology is not None:
+        topology.set_extras(c.base for c in candidates if c.base is not None and not c.blocked and c.room > 0)
     refusals: dict[ClassKey, dict[str, str]] = {}  # pod class -> group -> why not there
     limit_hit: dict[str, str] = {}  # group -> the limit that stopped it
+    new_names: set[str] = set()  # nodes this plan adds
     round_number = 0
     while remaining:
         round_number += 1
@@ -126,7 +138,7 @@ def plan_scale_up(
                 name_prefix=f"{candidate.name}-new{round_number}",
                 fit_memo=candidate.memo,
             )
-            for cls, reason in result.refused:
+            for cls, reason in (*result.refused, *result.limited):
                 refusals.setdefault(cls.key, {})[candidate.name] = reason
             if result.helped:
                 estimates[candidate.name] = result
@@ -144,12 +156,26 @@ def plan_scale_up(
             node.group = owner.name
             owner.added += 1
             pool.add_node(node)
+            new_names.add(node.name)
             for pod in node.pods:
                 if not pod.is_daemonset:
                     helped[pod.key] = owner.name
         limits.book(chosen.nodes[0], chosen.node_count)
         placed = {id(p) for p in chosen.placed}
         remaining = [p for p in remaining if id(p) not in placed]
+        # Pods held back by a domain-wide constraint may fit now that these nodes count (the
+        # spread minimum rose, an affinity match arrived): onto any node, before another group grows.
+        touched = [p for p in remaining if not pool.sticky(p)]
+        if touched:
+            late = pool.place(touched, exclude=exclude)
+            for pod, node_name in late.placed:
+                target = pool.get(node_name)
+                if target is not None and node_name in new_names:
+                    helped[pod.key] = target.group
+                else:
+                    fits_after[pod.key] = node_name
+            moved = {id(p) for p, _ in late.placed}
+            remaining = [p for p in remaining if id(p) not in moved]
 
     pods_by_group: dict[str, int] = {}
     for group in helped.values():
@@ -163,6 +189,7 @@ def plan_scale_up(
         helped=helped,
         pods_by_group=pods_by_group,
         not_helped=not_helped,
+        fits_after=fits_after,
     )
 
 
@@ -192,7 +219,31 @@ def _why_not(
     unique = list(dict.fromkeys(reasons))
     shown = unique[:4]
     more = f"; and {len(unique) - len(shown)} more" if len(unique) > len(shown) else ""
-    return "no node group can help: " + "; ".join(shown) + more
+    return "no node group can help: " + "; ".join(shown) + more + _single_zone_hint(refusals, candidates)
+
+
+_ONLY_ZONES = re.compile(r"; only (.+?) would do, and AWS picks the zone of a new node")
+
+
+def _single_zone_hint(refusals: Mapping[str, str], candidates: Sequence[Candidate]) -> str:
+    """A multi-AZ group refused the pod because it needs particular zones: name the single-AZ groups
+    in those zones (they can place it; if they did not, their own reasons above say why)."""
+    zones: set[str] = set()
+    for reason in refusals.values():
+        match = _ONLY_ZONES.search(reason)
+        if match:
+            zones.update(match.group(1).split(", "))
+    if not zones:
+        return ""
+    helpers = sorted(
+        c.name
+        for c in candidates
+        if c.base is not None and len(c.base.zones) == 1 and c.base.zones[0] in zones
+    )
+    where = ", ".join(sorted(zones))
+    if helpers:
+        return f" (single-AZ groups in {where}: {', '.join(helpers)})"
+    return f" (no single-AZ group in {where}: one would help)"
 
 
 # Labels that differ between otherwise identical groups (zone, machine, provider bookkeeping), as
@@ -267,9 +318,12 @@ def balance(
 def _holds(candidate: Candidate, node: SimNode, ctx: PredicateContext) -> bool:
     assert candidate.base is not None
     trial = candidate.base.copy(node.name)
+    topology = ctx.topology
     for pod in node.pods:
         if pod.is_daemonset:
             continue
+        if topology is not None and not topology.untouched(pod):
+            return False  # its place was judged against the chosen group's domains
         if check(pod, trial, ctx) is not None:
             return False
         trial.add(pod)

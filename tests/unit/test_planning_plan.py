@@ -10,6 +10,7 @@ import pytest
 from reconciler.config import ExpanderOptions, LimitsConfig
 from reconciler.documents import load_schema
 from reconciler.model import (
+    LabelSelector,
     POD_SCALE_UP_DELAY,
     HostPort,
     NodeSelectorTerm,
@@ -143,8 +144,12 @@ def test_host_ports_spread_pods_over_nodes() -> None:
 
 def test_unmodelled_constraint_is_reported_not_helped() -> None:
     world = busy_world()
-    affinity = Scheduling(pod_affinity=(PodAffinityTerm(None, "topology.kubernetes.io/zone"),))
-    world.pending("cache", cpu=100, scheduling=affinity)
+    # namespace labels were not read (the world has no Namespace objects): a namespace selector
+    # cannot be judged
+    term = PodAffinityTerm(
+        LabelSelector(), "topology.kubernetes.io/zone", namespace_selector=LabelSelector((("team", "x"),))
+    )
+    world.pending("cache", cpu=100, scheduling=Scheduling(pod_affinity=(term,)))
     plan = world.plan()
     assert plan.pending[0].node_group is None
     assert "not modelled" in plan.pending[0].reason

@@ -27,7 +27,8 @@ from reconciler.model import (
     Volumes,
 )
 from reconciler.planning import predicates as p
-from reconciler.planning.predicates import ForeignAntiAffinity, PredicateContext, check, fits, unmodelled
+from reconciler.planning.predicates import PredicateContext, check, fits, unmodelled
+from reconciler.planning.topology import Topology
 from reconciler.planning.simnode import SimNode
 from tests.unit.planning_factories import GI, node, pod, selector, sim, template
 
@@ -281,15 +282,19 @@ def test_unmodelled_constraints_are_named() -> None:
     )
 
 
-def test_foreign_zone_anti_affinity_makes_its_targets_unmodelled() -> None:
-    guard = pod("guard", labels={"app": "guard"}, scheduling=_anti("web", key=ZONE_LABEL), node_name="n1")
-    foreign = ForeignAntiAffinity([guard, pod("other", node_name="n1")])
-    assert len(foreign) == 1
-    assert unmodelled(pod("w", labels={"app": "web"}), foreign) == (
-        "pod default/guard has required anti-affinity on topology.kubernetes.io/zone "
-        "against it (not modelled)"
+def test_with_a_topology_only_namespace_selectors_without_namespaces_stay_unmodelled() -> None:
+    zone_anti = pod(scheduling=_anti("db", key=ZONE_LABEL))
+    affinity = pod(scheduling=Scheduling(pod_affinity=(PodAffinityTerm(selector(app="db"), ZONE_LABEL),)))
+    assert unmodelled(zone_anti, Topology(None)) is None
+    assert unmodelled(affinity, Topology(None)) is None
+    assert unmodelled(pod(scheduling=_spread(key=ZONE_LABEL)), Topology(None)) is None
+    ns_sel = pod(scheduling=_anti("db", namespace_selector=selector(team="x")))
+    assert unmodelled(ns_sel, Topology(None)) == (
+        "required pod anti-affinity with a namespace selector is not modelled (namespaces were not read)"
     )
-    assert unmodelled(pod("a", labels={"app": "api"}), foreign) is None
+    assert unmodelled(ns_sel, Topology({"default": {"team": "x"}})) is None
+    everywhere = pod(scheduling=_anti("db", namespace_selector=selector()))
+    assert unmodelled(everywhere, Topology(None)) is None
 
 
 # ------------------------------------------------------------------------------------ fits == check

@@ -38,9 +38,10 @@ from reconciler.model import (
 )
 from reconciler.planning.drainability import BLOCKS, DrainContext, PdbBudget, drain_verdict, stays_on_node
 from reconciler.planning.placement import NodePool
-from reconciler.planning.predicates import check
+from reconciler.planning.predicates import PredicateContext, check
 from reconciler.planning.scale_down import ScaleDownResult, plan_scale_down, utilization
 from reconciler.planning.simnode import SimNode
+from reconciler.planning.topology import Topology
 from reconciler.planning.types import PlanInputs, PlannerMemory
 from tests.unit.planning_factories import node, pod, selector, template
 
@@ -142,7 +143,7 @@ def make_pool(inventory: Inventory, upcoming: Iterable[SimNode] = ()) -> NodePoo
         )
         for x in nodes
     ]
-    pool = NodePool(sims)
+    pool = NodePool(sims, PredicateContext(topology=Topology(inventory.state.namespaces)))
     for sim in upcoming:
         pool.add_node(sim)
     return pool
@@ -539,18 +540,28 @@ def test_long_terminating_pods_neither_block_nor_count_as_load() -> None:
 
 
 def test_unmodelled_constraints_pin_the_node() -> None:
+    """Namespaces were not read (no Namespace objects): a namespace selector cannot be judged."""
+    term = PodAffinityTerm(
+        selector(app="db"), "topology.kubernetes.io/zone", namespace_selector=selector(team="data")
+    )
+    p = on("a1", "web", scheduling=Scheduling(pod_affinity=(term,)))
+    assert "not modelled" in why(one_pod_node(p), "a1")
+
+
+def test_zone_affinity_with_no_matching_pod_left_keeps_the_node() -> None:
     zone_affinity = Scheduling(
         pod_affinity=(PodAffinityTerm(selector(app="db"), "topology.kubernetes.io/zone"),)
     )
     p = on("a1", "web", scheduling=zone_affinity)
-    assert "not modelled" in why(one_pod_node(p), "a1")
+    assert why(one_pod_node(p), "a1").startswith("pod default/web fits on no other node")
 
 
-def test_foreign_zone_anti_affinity_pins_the_pods_it_selects() -> None:
+def test_a_placed_pods_zone_anti_affinity_keeps_the_pods_it_selects_out_of_its_zone() -> None:
     term = PodAffinityTerm(selector(app="web"), "topology.kubernetes.io/zone")
     guard = on("a2", "guard", owner="guard", scheduling=Scheduling(pod_anti_affinity=(term,)))
     inv = world([grp("asg-a", [n("a1"), n("a2")])], [on("a1", "w", labels={"app": "web"}), guard, busy("a2")])
-    assert "has required anti-affinity on topology.kubernetes.io/zone" in why(run(inv)[0], "a1")
+    reason = why(run(inv)[0], "a1")
+    assert reason.startswith("pod default/w fits on no other node: anti-affinity of a pod in")
 
 
 def test_pdb_with_no_disruption_allowed_blocks() -> None:

@@ -221,7 +221,7 @@ class Controller:
     node_affinity: Mapping[str, Any] | None = None
     tolerations: tuple[Mapping[str, Any], ...] = DEFAULT_TOLERATIONS
     anti_affinity: bool = False  # required, on the hostname, against its own pods
-    zone_spread: bool = False  # DoNotSchedule on the zone: unmodelled, pins its nodes
+    zone_spread: bool = False  # DoNotSchedule on the zone, maxSkew 1
     pod_affinity: str = ""  # required pod affinity to this app: unmodelled
     local_storage: bool = False
     safe_local: bool = False  # annotated safe-to-evict-local-volumes
@@ -252,7 +252,6 @@ class Controller:
     def blocks_drain(self) -> bool:
         return (
             self.kind == ""
-            or self.zone_spread
             or self.safe_to_evict == "false"
             or (self.local_storage and not self.safe_local)
             or (self.namespace == "kube-system" and self.age < timedelta(hours=1))
@@ -324,7 +323,7 @@ def _running_controllers(rng: random.Random) -> tuple[list[Controller], list[tup
             pools=(home,) if pinned else UNTAINTED,
             node_selector={"pool": home} if pinned else {},
             anti_affinity=index % 25 == 3,
-            zone_spread=index % 50 == 11,
+            zone_spread=index % 5 == 1,  # a fifth of the controllers, as the planner issue asks
             local_storage=index % 20 == 5,
             safe_local=index % 40 == 5,
             safe_to_evict="true" if index % 30 == 13 else "false" if index % 97 == 50 else "",

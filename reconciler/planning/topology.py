@@ -27,10 +27,12 @@ from reconciler.model import (
     HOSTNAME_LABEL,
     ZONE_LABEL,
     LabelSelector,
+    NodeSelectorTerm,
     Pod,
     PodAffinityTerm,
     Scheduling,
     SelectorRequirement,
+    Toleration,
     TopologySpreadConstraint,
 )
 from reconciler.planning.selectors import (
@@ -109,24 +111,37 @@ class NodeFilter:
     the default) and tolerated (nodeTaintsPolicy Honor; Ignore by default)."""
 
     keys: tuple[str, ...]
-    scheduling: Scheduling | None  # node selector, affinity and tolerations, when honoured
-    affinity: bool
-    taints: bool
+    node_selector: tuple[tuple[str, str], ...]  # honoured ones only (empty when Ignore)
+    node_affinity: tuple[NodeSelectorTerm, ...]
+    tolerations: tuple[Toleration, ...] | None  # None: taints ignored
+
+    @staticmethod
+    def of(keys: tuple[str, ...], s: Scheduling, affinity: bool, taints: bool) -> NodeFilter:
+        """Only what decides inclusion, so the constraints of many controllers share one filter (and
+        its per-node answers)."""
+        return NodeFilter(
+            keys,
+            s.node_selector if affinity else (),
+            s.required_node_affinity if affinity else (),
+            s.tolerations if taints else None,
+        )
+
+    @property
+    def taints(self) -> bool:
+        return self.tolerations is not None
 
     def variants(self, node: SimNode) -> list[int]:
         """Indexes of the node's zone variants this filter counts."""
-        s = self.scheduling
-        if self.taints and s is not None and untolerated_taint(s.tolerations, node.taints) is not None:
+        if self.tolerations is not None and untolerated_taint(self.tolerations, node.taints) is not None:
             return []
         found = []
         for i, labels in enumerate(node.label_variants):
             if any(k not in labels for k in self.keys):
                 continue
-            if self.affinity and s is not None:
-                if not node_selector_matches(s.node_selector, labels):
-                    continue
-                if not node_affinity_matches(s.required_node_affinity, labels, node.name):
-                    continue
+            if self.node_selector and not node_selector_matches(self.node_selector, labels):
+                continue
+            if self.node_affinity and not node_affinity_matches(self.node_affinity, labels, node.name):
+                continue
             found.append(i)
         return found
 
@@ -178,11 +193,14 @@ class Counter:
         self.hist: dict[int, int] = {}  # lo count -> existing domains with it (node_filter only)
         self._memo: dict[tuple[str, int], tuple[Mapping[str, str], bool]] = {}
         self._spot_memo: dict[int, tuple[object, list[Domain], list[Domain]]] = {}
-        scheduling = None if node_filter is None else node_filter.scheduling
         self._by_name = HOSTNAME_LABEL in keys or (
-            scheduling is not None and any(t.match_fields for t in scheduling.required_node_affinity)
+            node_filter is not None and any(t.match_fields for t in node_filter.node_affinity)
         )
         self.extra_domains: tuple[int, frozenset[str]] = (-1, frozenset())  # (extras version, values)
+
+    def share_spots(self, memo: dict[int, tuple[object, list[Domain], list[Domain]]]) -> None:
+        """Use a memo of node spots shared with counters of the same keys and filter."""
+        self._spot_memo = memo
 
     def selects(self, pod: Pod) -> bool:
         if self.skip_deleting and pod.deleting_since is not None:
@@ -450,6 +468,8 @@ class Topology:
         self._ghosts: dict[int, SimNode] = {}  # id -> vacated node: a domain still, no pods
         self._index: _PodIndex | None = None  # built when the first Counter is
         self._trials: dict[int, SimNode] = {}  # id -> an estimate's node: counted, not indexed
+        # the spots of nodes, one memo per (keys, filter): counters of many controllers share one
+        self._spot_memos: dict[tuple[object, ...], dict[int, tuple[object, list[Domain], list[Domain]]]] = {}
         self._needs: dict[tuple[int, str, int], tuple[Scheduling, Mapping[str, str], Needs | None]] = {}
         self._plain: dict[int, tuple[Scheduling, bool]] = {}  # id(scheduling) -> has domain needs
         self._counters: dict[tuple[object, ...], Counter] = {}
@@ -655,12 +675,7 @@ class Topology:
         match = Match(frozenset((pod.namespace,)), selector)
         honour_affinity = c.node_affinity_policy != "Ignore"
         honour_taints = c.node_taints_policy == HONOR
-        node_filter = NodeFilter(
-            keys,
-            pod.scheduling if (honour_affinity or honour_taints) else None,
-            honour_affinity,
-            honour_taints,
-        )
+        node_filter = NodeFilter.of(keys, pod.scheduling, honour_affinity, honour_taints)
         counter = self._counter((match,), (c.topology_key,), node_filter, skip_deleting=True)
         return SpreadRule(counter, c.topology_key, c.max_skew, c.min_domains or 1, match.matches(pod))
 
@@ -676,6 +691,7 @@ class Topology:
         counter = self._counters.get(identity)
         if counter is None:
             counter = self._counters[identity] = Counter(matches, keys, node_filter, skip_deleting)
+            counter.share_spots(self._spot_memos.setdefault((keys, node_filter), {}))
             if self._index is None:
                 self._index = _PodIndex()
                 for node in self._live.values():

@@ -22,6 +22,16 @@ def one_group_per_zone(aws: MotoAws) -> None:
         aws.asg(f"asg-{zone[-1]}", max_size=10, tags=TAGS, launch_template="lt", zones=[zone])
 
 
+def db_in_zone_b_and_a_pod_that_needs_it() -> list[dict[str, Any]]:
+    """A full node in us-east-1b running the db, and a pending pod with zone affinity to it."""
+    full_b = k.node("db-node", zone="us-east-1b", allocatable={"cpu": "500m", "memory": "2Gi", "pods": "10"})
+    db = k.pod("db-0", "apps", owner_kind="StatefulSet", owner_name="db", labels={"app": "db"},
+               node_name="db-node", phase="Running", requests={"cpu": "400m"})  # fmt: skip
+    term = {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": ZONE_KEY}
+    affinity = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    return [full_b, db, pending("cache-0", owner="cache", requests={"cpu": "1"}, affinity=affinity)]
+
+
 def test_a_deployment_spread_by_zone_gets_a_node_in_each_zone(
     aws: MotoAws, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -35,7 +45,9 @@ def test_a_deployment_spread_by_zone_gets_a_node_in_each_zone(
         }
     ]
     objects = [
-        pending(f"web-{i}", owner="web", labels={"app": "web"}, requests={"cpu": "500m"}, topology_spread=spread)
+        pending(
+            f"web-{i}", owner="web", labels={"app": "web"}, requests={"cpu": "500m"}, topology_spread=spread
+        )
         for i in range(6)
     ]
     document = plan_json(capsys, config(tmp_path), snapshot(tmp_path, objects))
@@ -52,17 +64,7 @@ def test_required_affinity_to_a_pod_in_zone_b_scales_up_zone_b_only(
     aws: MotoAws, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     one_group_per_zone(aws)
-    full_b = k.node("db-node", zone="us-east-1b", allocatable={"cpu": "500m", "memory": "2Gi", "pods": "10"})
-    db = k.pod("db-0", "apps", owner_kind="StatefulSet", owner_name="db", labels={"app": "db"},
-               node_name="db-node", phase="Running", requests={"cpu": "400m"})  # fmt: skip
-    affinity: dict[str, Any] = {
-        "podAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": [
-                {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": ZONE_KEY}
-            ]
-        }
-    }
-    objects = [full_b, db, pending("cache-0", owner="cache", requests={"cpu": "1"}, affinity=affinity)]
+    objects = db_in_zone_b_and_a_pod_that_needs_it()
     document = plan_json(capsys, config(tmp_path), snapshot(tmp_path, objects))
     assert group(document, "asg-b")["desired"] == 1
     assert group(document, "asg-a")["desired"] == 0
@@ -76,17 +78,7 @@ def test_a_multi_zone_group_cannot_serve_a_pod_that_needs_one_zone(
 ) -> None:
     aws.launch_template("lt", "m5.large")
     aws.asg("multi", max_size=10, tags=TAGS, launch_template="lt", zones=list(ZONES))
-    full_b = k.node("db-node", zone="us-east-1b", allocatable={"cpu": "500m", "memory": "2Gi", "pods": "10"})
-    db = k.pod("db-0", "apps", owner_kind="StatefulSet", owner_name="db", labels={"app": "db"},
-               node_name="db-node", phase="Running", requests={"cpu": "400m"})  # fmt: skip
-    affinity: dict[str, Any] = {
-        "podAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": [
-                {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": ZONE_KEY}
-            ]
-        }
-    }
-    objects = [full_b, db, pending("cache-0", owner="cache", requests={"cpu": "1"}, affinity=affinity)]
+    objects = db_in_zone_b_and_a_pod_that_needs_it()
     document = plan_json(capsys, config(tmp_path), snapshot(tmp_path, objects))
     assert group(document, "multi")["desired"] == 0
     (outcome,) = [p for p in document["pendingPods"] if p["pod"] == "apps/cache-0"]

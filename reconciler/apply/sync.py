@@ -80,7 +80,8 @@ def apply(inputs: ApplyInputs, effects: Effects) -> ApplyReport:
         inputs.commit,
         inputs.dry_run,
         tuple(r.outcome() for r in runs.values()),
-        warnings=tuple(_settings_warnings(inputs.config)),
+        # and the cluster read's (e.g. namespaces it may not list), which the removals' re-check lacked
+        warnings=(*_settings_warnings(inputs.config), *inputs.inventory.state.warnings),
         given_back=tuple(given_back),
         stuck=tuple(stuck),
         interrupted=interrupted,

@@ -31,6 +31,12 @@ from reconciler.kube.state import StateBuilder
 from reconciler.model import ClusterState
 
 NOT_TERMINAL = "status.phase!=Succeeded,status.phase!=Failed"
+# Namespaces are optional: without them only affinity terms with a namespaceSelector go unmodelled,
+# so an identity that may not list them still plans (and says so).
+NAMESPACES_FORBIDDEN = (
+    "namespaces not read: list namespaces is forbidden (grant `list` on `namespaces`, cluster-wide: "
+    "docs/deploy-kubernetes.md); pod affinity terms with a namespaceSelector are not modelled"
+)
 _TIMEOUT = re.compile(r"\((?:read|connect) timeout=([0-9.]+)\)")
 
 T = TypeVar("T")
@@ -60,6 +66,10 @@ class _Prefetch(Generic[T]):
         if self._error is not None:
             raise self._error
         return cast(T, self._value)
+
+
+class ListForbidden(OperationError):
+    """A list RBAC does not let us read (HTTP 403): fatal for most kinds, noted for optional ones."""
 
 
 class LiveReader:
@@ -97,6 +107,11 @@ class LiveReader:
         for kind, call, params in lists:
             for items in self._pages(kind, call, params):
                 builder.add_all(kind, items)
+        try:
+            for items in self._pages("Namespace", self.core.list_namespace, {}):
+                builder.add_all("Namespace", items)
+        except ListForbidden:
+            builder.not_read("Namespace", NAMESPACES_FORBIDDEN)
         builder.autoscaler_configmap = self._get(
             "ConfigMap", self.core.read_namespaced_config_map, STATUS_CONFIGMAP
         )
@@ -111,7 +126,10 @@ class LiveReader:
             data: bytes = response.data
             return data
         except ApiException as exc:
-            raise api_error(f"list {kind}s", exc) from None
+            error = api_error(f"list {kind}s", exc)
+            if exc.status == 403:
+                raise ListForbidden(str(error)) from None
+            raise error from None
         except urllib3.exceptions.HTTPError as exc:
             raise unreachable(self.api, exc) from None
 

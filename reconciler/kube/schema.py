@@ -115,6 +115,18 @@ class DaemonSetDoc(TypedDict, total=False):
     spec: DaemonSetSpecDoc
 
 
+class NamespaceMetadataDoc(TypedDict, total=False):
+    name: str
+    labels: dict[str, str]
+
+
+class NamespaceDoc(TypedDict, total=False):
+    """Only what affinity terms' namespaceSelector needs: the name and the labels."""
+
+    kind: str
+    metadata: NamespaceMetadataDoc
+
+
 class KindDoc(TypedDict, total=False):
     kind: str
 
@@ -127,6 +139,7 @@ _ITEM_TYPES: dict[str, Any] = {
     "Pod": PodDoc,
     "Node": NodeDoc,
     "DaemonSet": DaemonSetDoc,
+    "Namespace": NamespaceDoc,
     "PodDisruptionBudget": _WHOLE,
     "PersistentVolume": _WHOLE,
     "PersistentVolumeClaim": _WHOLE,

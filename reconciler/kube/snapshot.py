@@ -8,6 +8,10 @@ Accepted, so users can feed whatever they have:
 - a directory, as `kubectl cluster-info dump --output-directory` writes it (every .json/.yaml in it).
 
 A single JSON document (the large case) is decoded with the pruned schemas of `kube.schema`.
+
+Namespaces come from whatever Namespace objects the snapshot holds (`kubectl get namespaces`); a
+snapshot without any (`kubectl cluster-info dump` prints none) leaves `ClusterState.namespaces` None:
+not read.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from operator import attrgetter
 
@@ -22,7 +22,15 @@ _BY_NAME = attrgetter("name")
 _BY_NAMESPACED_NAME = attrgetter("namespace", "name")
 
 # Kinds the planner reads; anything else in a snapshot (Deployments, Events, ...) is skipped.
-KINDS = ("Node", "Pod", "PodDisruptionBudget", "DaemonSet", "PersistentVolume", "PersistentVolumeClaim")
+KINDS = (
+    "Node",
+    "Pod",
+    "PodDisruptionBudget",
+    "DaemonSet",
+    "PersistentVolume",
+    "PersistentVolumeClaim",
+    "Namespace",
+)
 
 
 class StateBuilder:
@@ -38,6 +46,9 @@ class StateBuilder:
         self.pvcs: list[PersistentVolumeClaim] = []
         self.autoscaler_configmap: Raw | None = None
         self.autoscaler_lease: Raw | None = None
+        # None until namespaces are read (a listing, even an empty one, or a Namespace in a snapshot)
+        self.namespaces: dict[str, Mapping[str, str]] | None = None
+        self.warnings: list[str] = []
 
     def add(self, kind: str, raw: Raw) -> None:
         reader = self.reader
@@ -54,6 +65,11 @@ class StateBuilder:
             self.pvs.append(reader.pv(raw))
         elif kind == "PersistentVolumeClaim":
             self.pvcs.append(reader.pvc(raw))
+        elif kind == "Namespace":
+            name, labels = reader.namespace(raw)
+            if self.namespaces is None:
+                self.namespaces = {}
+            self.namespaces[name] = labels
         elif kind in ("ConfigMap", "Lease"):
             metadata = raw.get("metadata") or {}
             if metadata.get("namespace") == "kube-system":
@@ -63,6 +79,9 @@ class StateBuilder:
                     self.autoscaler_lease = raw
 
     def add_all(self, kind: str, items: Iterable[Raw]) -> None:
+        """A page of a listing of `kind`: a listing of namespaces says they were read, even if empty."""
+        if kind == "Namespace" and self.namespaces is None:
+            self.namespaces = {}
         if kind != "Pod":
             for raw in items:
                 self.add(kind, raw)
@@ -72,6 +91,13 @@ class StateBuilder:
         for raw in items:
             if (raw.get("status") or {}).get("phase") not in TERMINAL_PHASES:
                 append(convert(raw))
+
+    def not_read(self, kind: str, warning: str) -> None:
+        """`kind` could not be read (a list we may not read): whatever of it arrived is dropped, so
+        the state says "not read" rather than half of it, and `warning` says why."""
+        if kind == "Namespace":
+            self.namespaces = None
+        self.warnings.append(warning)
 
     def build(self, now: datetime) -> ClusterState:
         # One canonical order whatever the source's, so equal clusters give equal states and plans.
@@ -84,4 +110,6 @@ class StateBuilder:
             pvcs=tuple(sorted(self.pvcs, key=_BY_NAMESPACED_NAME)),
             autoscaler=detect_autoscaler(self.autoscaler_configmap, self.autoscaler_lease, now),
             read_at=now,
+            namespaces=None if self.namespaces is None else dict(sorted(self.namespaces.items())),
+            warnings=tuple(self.warnings),
         )

@@ -107,9 +107,7 @@ def plan_once(
             raise UserError(
                 f"{config.source or 'config'}: git.url: required to write plans (set it, or pass --dry-run)"
             )
-        return PlanRun(
-            make_plan(PlanInputs(inventory=observe(config, snapshot, now), config=config, now=now))
-        )
+        return PlanRun(planned(PlanInputs(inventory=observe(config, snapshot, now), config=config, now=now)))
 
     copy = working_copy(config)
     label = f"{config.git.branch}:{config.manifest_path}"
@@ -136,12 +134,12 @@ def plan_once(
         memory=memory,
         proposed=_proposed(copy, config),
     )
-    plan = make_plan(inputs)
+    plan = planned(inputs)
     if dry_run:
         return PlanRun(plan, notes=adopted, inventory=inventory)
 
     def replan(current: str | None) -> Plan:
-        return make_plan(replace(inputs, committed=committed_groups(read_manifest(current, label))))
+        return planned(replace(inputs, committed=committed_groups(read_manifest(current, label))))
 
     forge = make_forge(config.forge, git_url=config.git.url)
     guard()
@@ -149,6 +147,14 @@ def plan_once(
     if adopted:
         published = replace(published, notes=adopted + published.notes)
     return PlanRun(published.plan, published, inventory=inventory)
+
+
+def planned(inputs: PlanInputs) -> Plan:
+    """The plan, with the warnings of the cluster read (what it could not see, e.g. namespaces it may
+    not list): the planner sees the state, not how it was read."""
+    plan = make_plan(inputs)
+    unseen = inputs.inventory.state.warnings
+    return replace(plan, warnings=plan.warnings + unseen) if unseen else plan
 
 
 def adopt_drift(

@@ -33,6 +33,7 @@ def status_once(config: Config, snapshot: Path | None, now: datetime) -> StatusR
     report = build_status(
         config.cluster, inventory, committed, label, error, last_applied=applied, proposal=proposal
     )
+    report = replace(report, warnings=report.warnings + inventory.state.warnings)  # what the read missed
     if snapshot is not None:
         return report  # a dump says nothing about the kill switch now
     return replace(report, warnings=report.warnings + tuple(_switch(config)))

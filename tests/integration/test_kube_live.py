@@ -13,12 +13,13 @@ from reconciler.config import KubernetesConfig
 from reconciler.demo.kube_api import FakeKubeAPI
 from reconciler.errors import OperationError, UserError
 from reconciler.kube.client import api_client
-from reconciler.kube.live import LiveReader
+from reconciler.kube.live import NAMESPACES_FORBIDDEN, LiveReader
 from reconciler.kube.snapshot import read_snapshot
 from tests.fakes import k8s_objects as k
 from tests.fixtures_kube import make_api_client
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+FORBIDDEN = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden", "code": 403}
 
 
 def populate(api: FakeKubeAPI) -> list[dict]:  # type: ignore[type-arg]
@@ -30,6 +31,10 @@ def populate(api: FakeKubeAPI) -> list[dict]:  # type: ignore[type-arg]
         k.pdb("web", "shop", match_labels={"app": "web"}, disruptions_allowed=1),
         k.pv("pv-1", zones=["us-east-1b"], claim="shop/data-0"),
         k.pvc("data-0", "shop", volume_name="pv-1"),
+        k.namespace("default"),
+        k.namespace("kube-system"),
+        k.namespace("shop", labels={"team": "shop", "tier": "frontend"}),
+        k.namespace("batch", labels={"team": "data"}),
         k.configmap(
             "cluster-autoscaler-status",
             "kube-system",
@@ -86,6 +91,61 @@ def test_live_listing_pages_and_equals_the_snapshot(kube_api: FakeKubeAPI, tmp_p
     # 9 non-terminal pods at 3 per page: three requests, each with the terminal-phase field selector
     pod_lists = [c for c in kube_api.calls if c[1] == "/api/v1/pods"]
     assert sum(kube_api.calls[c] for c in pod_lists) == 3
+    assert kube_api.calls[("GET", "/api/v1/namespaces")] == 2  # 4 namespaces at 3 per page
+
+
+def test_namespaces_and_their_labels_arrive(kube_api: FakeKubeAPI) -> None:
+    populate(kube_api)
+    state = LiveReader(make_api_client(kube_api.url), page_size=3).read(NOW)
+
+    assert state.namespaces == {
+        "batch": {"kubernetes.io/metadata.name": "batch", "team": "data"},
+        "default": {"kubernetes.io/metadata.name": "default"},
+        "kube-system": {"kubernetes.io/metadata.name": "kube-system"},
+        "shop": {"kubernetes.io/metadata.name": "shop", "team": "shop", "tier": "frontend"},
+    }
+    assert list(state.namespaces) == ["batch", "default", "kube-system", "shop"]
+    assert state.warnings == ()
+    # paged like every list: the second page asks for what the first one's continue token names
+    pages = [r.query for r in kube_api.requests if r.path == "/api/v1/namespaces"]
+    assert [q.get("limit") for q in pages] == ["3", "3"]
+    assert "continue" not in pages[0] and pages[1]["continue"]
+
+
+def test_no_namespaces_listed_is_read_and_empty(kube_api: FakeKubeAPI) -> None:
+    kube_api.put(k.node("node-a"))
+    state = LiveReader(make_api_client(kube_api.url)).read(NOW)
+    assert state.namespaces == {}  # read (the list answered), unlike None: not read
+
+
+def test_namespaces_forbidden_are_not_read_and_said_so(kube_api: FakeKubeAPI) -> None:
+    populate(kube_api)
+    kube_api.fault = lambda method, path, query: (403, FORBIDDEN) if path == "/api/v1/namespaces" else None
+    state = LiveReader(make_api_client(kube_api.url), page_size=3).read(NOW)
+
+    assert state.namespaces is None
+    assert state.warnings == (NAMESPACES_FORBIDDEN,)
+    assert "list namespaces is forbidden" in NAMESPACES_FORBIDDEN
+    assert "grant `list` on `namespaces`" in NAMESPACES_FORBIDDEN
+    # everything else was read as usual
+    assert len(state.nodes) == 3 and len(state.pods) == 9 and state.autoscaler is not None
+
+
+def test_namespaces_forbidden_after_the_first_page_leave_none_half_read(kube_api: FakeKubeAPI) -> None:
+    populate(kube_api)
+    kube_api.fault = lambda method, path, query: (
+        (403, FORBIDDEN) if path == "/api/v1/namespaces" and query.get("continue") else None
+    )
+    state = LiveReader(make_api_client(kube_api.url), page_size=3).read(NOW)
+    assert state.namespaces is None
+    assert state.warnings == (NAMESPACES_FORBIDDEN,)
+
+
+def test_other_namespace_errors_still_fail_the_read(kube_api: FakeKubeAPI) -> None:
+    populate(kube_api)
+    kube_api.fault = lambda method, path, query: (401, None) if path == "/api/v1/namespaces" else None
+    with pytest.raises(OperationError, match="list Namespaces: unauthorized"):
+        LiveReader(make_api_client(kube_api.url)).read(NOW)
 
 
 def test_reads_through_a_kubeconfig(kube_api: FakeKubeAPI, kubeconfig_path: Path) -> None:
@@ -105,11 +165,7 @@ def test_unreachable_api_server_is_one_line() -> None:
 
 def test_forbidden_names_the_list_and_the_fix(kube_api: FakeKubeAPI) -> None:
     populate(kube_api)
-    kube_api.fault = lambda method, path, query: (
-        (403, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden", "code": 403})
-        if path == "/api/v1/pods"
-        else None
-    )
+    kube_api.fault = lambda method, path, query: (403, FORBIDDEN) if path == "/api/v1/pods" else None
     with pytest.raises(OperationError, match="list Pods: forbidden"):
         LiveReader(make_api_client(kube_api.url)).read(NOW)
 

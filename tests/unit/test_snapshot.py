@@ -115,3 +115,53 @@ def test_terminal_pods_left_out(tmp_path: Path) -> None:
     path = tmp_path / "pods.json"
     path.write_text(json.dumps({"kind": "PodList", "apiVersion": "v1", "items": pods}))
     assert sorted(p.name for p in read_snapshot(path, NOW).pods) == ["a", "d"]
+
+
+NAMESPACES = [
+    {"metadata": {"name": "shop", "labels": {"kubernetes.io/metadata.name": "shop", "team": "shop"}}},
+    {"metadata": {"name": "default", "labels": {"kubernetes.io/metadata.name": "default"}}},
+    {"metadata": {"name": "bare"}},
+]
+EXPECTED_NAMESPACES = {
+    "bare": {},
+    "default": {"kubernetes.io/metadata.name": "default"},
+    "shop": {"kubernetes.io/metadata.name": "shop", "team": "shop"},
+}
+
+
+def test_a_snapshot_without_namespaces_leaves_them_unread() -> None:
+    state = read_snapshot(FIXTURE, NOW)  # `kubectl cluster-info dump` prints no Namespace objects
+    assert state.namespaces is None
+    assert state.warnings == ()
+
+
+def test_namespaces_in_a_kubectl_list(tmp_path: Path) -> None:
+    """`kubectl get nodes,pods,namespaces,... -o json`: items carry their kind."""
+    items = [{"kind": "Namespace", "apiVersion": "v1", **n} for n in NAMESPACES]
+    items += [{"kind": "Node", "apiVersion": "v1", **n} for n in fixture_lists()["nodes"]["items"]]
+    path = tmp_path / "all.json"
+    path.write_text(json.dumps({"kind": "List", "apiVersion": "v1", "items": items}))
+    state = read_snapshot(path, NOW)
+    assert state.namespaces == EXPECTED_NAMESPACES
+    assert list(state.namespaces) == ["bare", "default", "shop"]  # one order whatever the file's
+    assert len(state.nodes) == 2
+
+
+def test_namespaces_as_a_typed_list_in_a_dump_directory(tmp_path: Path) -> None:
+    """`kubectl get namespaces -o json > dump/namespaces.json` beside a cluster-info dump."""
+    for source in FIXTURE.glob("*.json"):
+        (tmp_path / source.name).write_bytes(source.read_bytes())
+    typed = {"kind": "NamespaceList", "apiVersion": "v1", "items": NAMESPACES}
+    (tmp_path / "namespaces.json").write_text(json.dumps(typed))
+    state = read_snapshot(tmp_path, NOW)
+    assert state.namespaces == EXPECTED_NAMESPACES
+    assert summary(state) == summary(read_snapshot(FIXTURE, NOW))
+
+
+def test_namespaces_in_yaml(tmp_path: Path) -> None:
+    """`kubectl get namespaces -o yaml` (read without the pruned JSON schemas)."""
+    document = {"apiVersion": "v1", "kind": "List", "items": [{"kind": "Namespace", **n} for n in NAMESPACES]}
+    stream = tmp_path / "namespaces.yaml"
+    with stream.open("w") as handle:
+        YAML(typ="safe", pure=True).dump(document, handle)
+    assert read_snapshot(stream, NOW).namespaces == EXPECTED_NAMESPACES

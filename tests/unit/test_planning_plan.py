@@ -10,9 +10,9 @@ import pytest
 from reconciler.config import ExpanderOptions, LimitsConfig
 from reconciler.documents import load_schema
 from reconciler.model import (
-    LabelSelector,
     POD_SCALE_UP_DELAY,
     HostPort,
+    LabelSelector,
     NodeSelectorTerm,
     PodAffinityTerm,
     Scheduling,

@@ -28,8 +28,8 @@ from reconciler.model import (
 )
 from reconciler.planning import predicates as p
 from reconciler.planning.predicates import PredicateContext, check, fits, unmodelled
-from reconciler.planning.topology import Topology
 from reconciler.planning.simnode import SimNode
+from reconciler.planning.topology import Topology
 from tests.unit.planning_factories import GI, node, pod, selector, sim, template
 
 CTX = PredicateContext()

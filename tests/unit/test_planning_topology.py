@@ -272,7 +272,7 @@ def test_ca_binpacking_zonal_max_skew_2_only_allows_2_pods() -> None:
             scheduling=spread(skew=2, app="estimatee"))
         for i in range(8)
     ]  # fmt: skip
-    result = estimate(group_pods(pods), _single_zone_base("zone-mars"), 0 or 100, pool.ctx)
+    result = estimate(group_pods(pods), _single_zone_base("zone-mars"), 100, pool.ctx)
     assert (result.node_count, len(result.placed)) == (1, 2)
 
 

@@ -63,6 +63,9 @@ class Inventory:
     group_of_node: Mapping[str, str]
     pods_by_node: Mapping[str, tuple[Pod, ...]] = field(repr=False)
     pending: tuple[Pod, ...]
+    # node name -> unbound pods nominated to it (status.nominatedNodeName), not being deleted: CA books
+    # them there whatever their PodScheduled condition (ArrangePodsBySchedulability, SetClusterState)
+    nominated: Mapping[str, tuple[Pod, ...]] = field(default_factory=dict, repr=False)
 
     def group(self, name: str) -> GroupInventory:
         return next(g for g in self.groups if g.name == name)
@@ -108,10 +111,14 @@ def build_inventory(state: ClusterState, groups: tuple[NodeGroup, ...]) -> Inven
 
     pods_by_node: dict[str, list[Pod]] = {}
     pending: list[Pod] = []
+    nominated: dict[str, list[Pod]] = {}
     for pod in state.pods:
         if pod.node_name:
             pods_by_node.setdefault(pod.node_name, []).append(pod)
-        elif pod.is_unschedulable:
+            continue
+        if pod.nominated_node and pod.deleting_since is None and pod.phase == "Pending":
+            nominated.setdefault(pod.nominated_node, []).append(pod)
+        if pod.is_unschedulable:
             pending.append(pod)
 
     inventories = []
@@ -139,6 +146,7 @@ def build_inventory(state: ClusterState, groups: tuple[NodeGroup, ...]) -> Inven
         group_of_node=group_of_node,
         pods_by_node={k: tuple(v) for k, v in pods_by_node.items()},
         pending=tuple(pending),
+        nominated={k: tuple(v) for k, v in nominated.items()},
     )
 
 

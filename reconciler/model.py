@@ -236,6 +236,9 @@ class Pod(NamedTuple):
     # metadata.deletionTimestamp, and spec.terminationGracePeriodSeconds (the API's default is 30)
     deleting_since: datetime | None = None
     grace_period_seconds: int = DEFAULT_GRACE_PERIOD_SECONDS
+    # status.nominatedNodeName of an unbound pod: the scheduler reserved room for it there (it waits
+    # for lower-priority pods to be preempted, or for its binding); "" for bound pods
+    nominated_node: str = ""
 
     @property
     def key(self) -> str:

@@ -347,6 +347,7 @@ class ObjectReader:
             scheduled_since=scheduled_since,
             deleting_since=parse_time(metadata.get("deletionTimestamp")),
             grace_period_seconds=_grace_period(spec.get("terminationGracePeriodSeconds")),
+            nominated_node="" if node_name else status.get("nominatedNodeName") or "",
         )
 
     def _labels(self, value: Any) -> Mapping[str, str]:

@@ -73,6 +73,7 @@ class ConditionDoc(TypedDict, total=False):
 class PodStatusDoc(TypedDict, total=False):
     phase: str
     conditions: msgspec.Raw
+    nominatedNodeName: str
 
 
 class PodDoc(TypedDict, total=False):

@@ -1,10 +1,11 @@
 """The nodes that exist, as cluster-autoscaler's cluster snapshot holds them.
 
-CA fills its snapshot once per loop with every node and the pods on it, leaving out expendable pods
-(priority below --expendable-pods-priority-cutoff; static_autoscaler.go, SetClusterState with
-FilterOutExpendablePods). Every later step reads that snapshot — the room pending pods may take,
-utilisation, the pods a drain must move or that forbid it — so a pod left out here is not there for
-any of them. Plan and scale-down build their simulated nodes here, so they agree.
+CA fills its snapshot once per loop with every node, the pods bound to it and the pods nominated to it
+(status.nominatedNodeName: waiting there for a preemption or their binding; booked without a check),
+leaving out expendable pods (priority below --expendable-pods-priority-cutoff; static_autoscaler.go,
+SetClusterState with FilterOutExpendablePods). Every later step reads that snapshot — the room pending
+pods may take, utilisation, the pods a drain must move or that forbid it — so a pod left out here is not
+there for any of them. Plan and scale-down build their simulated nodes here, so they agree.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from reconciler.planning.simnode import SimNode
 
 
 def existing_node(node: Node, inventory: Inventory, cutoff: int) -> SimNode:
-    """`node` with the pods bound to it that are not expendable below `cutoff`."""
+    """`node` with the pods bound or nominated to it that are not expendable below `cutoff`."""
     pods = [p for p in inventory.pods_by_node.get(node.name, ()) if not p.is_expendable(cutoff)]
+    pods += (p for p in inventory.nominated.get(node.name, ()) if not p.is_expendable(cutoff))
     return SimNode.from_node(node, pods, inventory.group_of_node.get(node.name, ""))

@@ -12,7 +12,7 @@ Order of work, each step on one shared simulation (a NodePool of real and upcomi
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -247,6 +247,7 @@ def _pending_pods(
     """The pods scale-up is for, highest priority and oldest first; the rest get their outcome now."""
     config, now = inputs.config, inputs.now
     pending: list[Pod] = []
+    nodes: set[str] | None = None  # every node's name, once a nominated pod needs them
     for pod in inputs.inventory.pending:
         if pod.is_daemonset:
             continue
@@ -261,6 +262,11 @@ def _pending_pods(
                 f"{config.scale_up.expendable_priority_cutoff}",
             )
             continue
+        if pod.nominated_node:
+            if nodes is None:
+                nodes = {n.name for n in inputs.inventory.state.nodes}
+            outcomes[pod.key] = _waiting_for_preemption(pod, inputs.inventory.group_of_node, nodes)
+            continue
         delay, why_young = _scale_up_delay(pod, config.scale_up.new_pod_delay, warnings)
         if pod.created is not None and now - pod.created < delay:
             outcomes[pod.key] = PodOutcome(pod.key, None, why_young)
@@ -272,6 +278,22 @@ def _pending_pods(
         pending.append(pod)
     pending.sort(key=lambda p: (-p.priority, p.created or now, p.namespace, p.name))
     return pending
+
+
+def _waiting_for_preemption(pod: Pod, group_of_node: Mapping[str, str], nodes: Set[str]) -> PodOutcome:
+    """A pod the scheduler nominated to a node waits there for lower-priority pods to be preempted:
+    it is booked on that node (`existing.py`) and, as in CA, scale-up is not for it. CA 1.36+ leaves it
+    alone even when that node is gone (it is then in no list CA acts on) until the scheduler tries it
+    again and clears or moves the nomination; CA 1.35 and earlier scaled up for it instead."""
+    node = pod.nominated_node
+    if node in nodes:
+        return PodOutcome(pod.key, group_of_node.get(node), f"waiting for preemption on node {node}")
+    return PodOutcome(
+        pod.key,
+        None,
+        f"waiting for preemption on node {node}, which no longer exists: no scale-up until the "
+        "scheduler tries the pod again (as cluster-autoscaler)",
+    )
 
 
 def _scale_up_delay(pod: Pod, default: timedelta, warnings: list[str]) -> tuple[timedelta, str]:

@@ -40,10 +40,10 @@ SCALE_DOWN_GIVEN_BACK = "ScaleDownGivenBack"
 MAX_MESSAGE_BYTES = 1024  # the API server's cap on an Event's message (events.k8s.io note: 1 KiB)
 _ELLIPSIS = "..."
 
-# Outcomes that are not a verdict on the pod: it is about to go, or still inside scaleUp.newPodDelay
-# (CA filters both before its scale-up and emits nothing for them). The planner's own wording, in
-# reconciler/planning/plan.py; tests/unit/test_telemetry_events.py holds the two in step.
-_NOT_A_VERDICT = ("being deleted", "younger than")
+# Outcomes that are not a verdict on the pod: it is about to go, still inside scaleUp.newPodDelay, or
+# nominated to a node (CA keeps all three from its scale-up and emits nothing for them). The planner's
+# own wording, in reconciler/planning/plan.py; tests/unit/test_telemetry_events.py holds the two in step.
+_NOT_A_VERDICT = ("being deleted", "younger than", "waiting for preemption")
 _DRAINED = re.compile(r"^drained (\S+) and terminated (\S+)$")
 
 

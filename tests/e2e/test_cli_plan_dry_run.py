@@ -204,6 +204,34 @@ def test_running_capacity_and_unregistered_instances(
     ]
 
 
+def test_a_pod_nominated_for_preemption_waits_for_its_node(
+    aws: MotoAws, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A kubectl dump where the scheduler nominated `urgent` to the full n1 (status.nominatedNodeName):
+    it waits there for the lower-priority pod to be preempted, as in cluster-autoscaler: no scale-up."""
+    aws.launch_template("lt", "t3.small")
+    aws.asg("general", desired=1, max_size=5, tags=TAGS, launch_template="lt")
+    described = aws.autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=["general"])
+    [only] = described["AutoScalingGroups"][0]["Instances"]
+    objects = [
+        k.node(
+            "n1",
+            instance_id=only["InstanceId"],
+            zone=only["AvailabilityZone"],
+            instance_type="t3.small",
+            allocatable={"cpu": "1930m", "memory": "1471840Ki", "pods": "11"},
+        ),
+        k.pod("batch", "apps", node_name="n1", requests={"cpu": "1500m"}, owner_kind="ReplicaSet"),
+        pending("urgent", requests={"cpu": "1"}, priority=1000, nominated_node_name="n1"),
+    ]
+    document = plan_json(capsys, config(tmp_path), snapshot(tmp_path, objects))
+    general = group(document, "general")
+    assert (general["action"], general["desired"]) == ("none", 1)
+    assert document["pendingPods"] == [
+        {"pod": "apps/urgent", "nodeGroup": "general", "reason": "waiting for preemption on node n1"}
+    ]
+
+
 def test_writing_without_git_url_is_a_user_error(
     aws: MotoAws, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -265,12 +265,14 @@ def pod(
     uid: str | None = None,
     restart_policy: str = "Always",
     host_network: bool = False,
+    nominated_node_name: str | None = None,
 ) -> Obj:
     """A pod. `requests` is one container's requests or a list (one dict per container).
 
     Defaults follow the scheduler: with `node_name` the pod is Running and PodScheduled=True; without
     it the pod is Pending and PodScheduled=False/Unschedulable (what scale-up looks for). `host_ports`
-    go on the first container. `owner_kind`/`owner_name` set a controller ownerReference.
+    go on the first container. `owner_kind`/`owner_name` set a controller ownerReference;
+    `nominated_node_name` is status.nominatedNodeName (the scheduler's pick while it preempts there).
     """
     if containers is None:
         reqs, lims = _as_list(requests), _as_list(limits)
@@ -343,6 +345,8 @@ def pod(
         if scheduled_reason == "Unschedulable":
             sched_cond["message"] = "0/3 nodes are available: 3 Insufficient cpu."
     status: Obj = {"phase": phase}
+    if nominated_node_name:
+        status["nominatedNodeName"] = nominated_node_name
     started = ts(creation_timestamp)
     if node_name and phase in ("Running", "Succeeded", "Failed"):
         ready = "True" if phase == "Running" else "False"

@@ -1,9 +1,11 @@
 """Raw Kubernetes objects into the model: requests arithmetic, scheduling fields, volumes."""
 
+import json
 from datetime import UTC, datetime
 
 from reconciler.kube.autoscaler import detect_autoscaler
 from reconciler.kube.parse import ObjectReader
+from reconciler.kube.schema import item_decoder, list_decoder
 from reconciler.model import Node, Resources, instance_id_from_provider_id
 
 
@@ -119,6 +121,20 @@ def test_deletion_and_grace_period() -> None:
     assert deleting.grace_period_seconds == 0  # zero is a value, not "unset"
     assert not deleting.is_long_terminating(datetime(2026, 1, 1, 12, 0, 30, tzinfo=UTC))
     assert deleting.is_long_terminating(datetime(2026, 1, 1, 12, 0, 31, tzinfo=UTC))
+
+
+def test_nominated_node_of_an_unbound_pod() -> None:
+    """status.nominatedNodeName survives the pruned decoding (live listing, JSON snapshots) and plain
+    dicts (YAML snapshots); a bound pod's is not kept (CA goes by spec.nodeName first)."""
+    waiting = pod(containers=[])
+    waiting["status"]["nominatedNodeName"] = "n1"
+    bound = pod(containers=[], nodeName="n2")
+    bound["status"]["nominatedNodeName"] = "n1"
+    listed = list_decoder("Pod").decode(json.dumps({"kind": "PodList", "items": [waiting, bound]}))["items"]
+    for source in ([waiting, bound], [item_decoder("Pod").decode(json.dumps(waiting)), bound], listed):
+        reader = ObjectReader()
+        assert [reader.pod(raw).nominated_node for raw in source] == ["n1", ""]
+    assert ObjectReader().pod(pod(containers=[])).nominated_node == ""
 
 
 def test_only_relevant_pod_annotations_are_kept() -> None:

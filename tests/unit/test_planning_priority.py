@@ -1,6 +1,8 @@
 """Pod priority in the plan, as cluster-autoscaler: running pods below scaleUp.expendablePriorityCutoff
 are left out of the simulation (CA leaves them out of its cluster snapshot), so they take no room from
-pending pods, count in no utilisation and neither move nor block a drain."""
+pending pods, count in no utilisation and neither move nor block a drain; a pending pod nominated to a
+node (status.nominatedNodeName, waiting for a preemption there) is booked on that node and is no
+reason to scale up."""
 
 from __future__ import annotations
 
@@ -74,3 +76,76 @@ def test_apply_drain_rules_let_expendable_pods_go() -> None:
     ctx = DrainContext(ScaleDownConfig(), NOW, lambda _p: False, -10)
     assert drain_verdict(bare, ctx).outcome == STAYS
     assert drain_verdict(bare, DrainContext(ScaleDownConfig(), NOW, lambda _p: False, LOW)).outcome == BLOCKS
+
+
+# ---------------------------------------------------------------------------------- nominated
+
+
+def full_node_world() -> World:
+    """n1 is nearly full of lower-priority work; `urgent` was nominated to it by the scheduler."""
+    world = World().group("general")
+    world.node("general", "n1").running("n1", "victim", cpu=3500)
+    world.pending("urgent", cpu=2000, priority=1000, nominated_node="n1")
+    return world
+
+
+def test_a_nominated_pod_waits_for_preemption_and_books_its_room() -> None:
+    world = full_node_world()
+    world.pending("small", cpu=300)  # would fit the 500m n1 has left, were urgent not booked there
+    plan = world.plan()
+    outcomes = {o.pod: (o.node_group, o.reason) for o in plan.pending}
+    assert outcomes["default/urgent"] == ("general", "waiting for preemption on node n1")
+    assert outcomes["default/small"] == ("general", "")  # on the one new node
+    assert plan.group("general").new_nodes == 1
+
+
+def test_a_pod_nominated_to_a_node_that_is_gone_is_left_alone() -> None:
+    """As CA 1.36+: such a pod is in none of the lists CA acts on until the scheduler tries it again."""
+    world = World().group("general")
+    world.pending("urgent", cpu=2000, nominated_node="ip-10-0-0-9.ec2.internal")
+    plan = world.plan()
+    [outcome] = plan.pending
+    assert outcome.node_group is None
+    assert outcome.reason == (
+        "waiting for preemption on node ip-10-0-0-9.ec2.internal, which no longer exists: no scale-up "
+        "until the scheduler tries the pod again (as cluster-autoscaler)"
+    )
+    assert plan.group("general").new_nodes == 0
+
+
+def test_an_expendable_nominated_pod_is_neither_booked_nor_helped() -> None:
+    world = World().group("general")
+    world.node("general", "n1").running("n1", "web", cpu=3500)
+    world.pending("batch", cpu=2000, priority=LOW, nominated_node="n1")
+    world.pending("small", cpu=300)
+    plan = world.plan()
+    outcomes = {o.pod: o.reason for o in plan.pending}
+    assert outcomes["default/batch"].startswith("expendable")
+    assert outcomes["default/small"] == "fits existing capacity"
+
+
+def test_a_nominated_pod_is_booked_whatever_its_pod_scheduled_condition() -> None:
+    """CA books every unbound pod with a nominated node (the scheduler also nominates a pod it is
+    binding); only pods marked Unschedulable get an outcome."""
+    world = World().group("general")
+    world.node("general", "n1").running("n1", "victim", cpu=3500)
+    world.pods.append(
+        world._pod(
+            "binding", 2000, 0.25, ("ReplicaSet", "rs"), "default", node_name="", phase="Pending"
+        )._replace(nominated_node="n1")
+    )
+    world.pending("small", cpu=300)
+    plan = world.plan()
+    assert [(o.pod, o.reason) for o in plan.pending] == [("default/small", "")]
+    assert plan.group("general").new_nodes == 1
+
+
+def test_a_nominated_pod_counts_on_its_node_in_scale_down_and_must_move() -> None:
+    world = World().group("general")
+    world.node("general", "a1").node("general", "a2", cpu=16000)
+    world.pending("urgent", cpu=1000, nominated_node="a1")
+    world.running("a2", "sink", cpu=12000)
+    plan = world.plan(memory=idle_for_long("a1"))
+    [removal] = plan.group("general").removals
+    assert (removal.node, removal.utilization) == ("a1", 0.25)
+    assert removal.reason == "utilisation 25% < 50% for 2h; pods fit elsewhere"

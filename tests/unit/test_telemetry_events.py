@@ -81,6 +81,18 @@ def test_no_verdict_no_event() -> None:
     assert named == {"web-1", "giant"}
 
 
+def test_pods_waiting_for_preemption_trigger_nothing() -> None:
+    """CA books a nominated pod on its node and never shows it to scale-up: no event, even when the
+    node it was nominated to is gone or belongs to no group."""
+    w = World().group("general", max_size=6)
+    w.node("general", "n1", cpu=1000).running("n1", "victim", cpu=900, priority=-5)
+    w.pending("urgent", cpu=800, nominated_node="n1")
+    w.pending("orphan", cpu=800, nominated_node="gone")
+    plan = w.plan()
+    assert [o.reason.startswith("waiting for preemption") for o in plan.pending] == [True, True]
+    assert plan_events(plan) == []
+
+
 def test_pods_fitting_existing_capacity_trigger_nothing() -> None:
     w = World().group("general", max_size=6)
     w.node("general", "n1", cpu=4000)

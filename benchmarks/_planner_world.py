@@ -429,7 +429,7 @@ def _pending_shapes() -> list[Controller]:
         ((2000, 8192, 80), (2500, 8192, 70), (3000, 12288, 70), (3500, 8192, 60), (4000, 16384, 60),
          (2000, 4096, 60))
     ):  # fmt: skip
-        add(f"spark-exec-{i}", f"team-{10 + i:02d}", count, cpu, mem, node_selector=data)
+        add(f"spark-exec-{i}", f"team-{10 + i:02d}", count, cpu, mem, node_selector=data, zone_spread=True)
     memory = {"workload": "memory"}
     for i, (cpu, mem, count) in enumerate(
         ((500, 16384, 60), (1000, 20480, 50), (1000, 24576, 50), (500, 12288, 40))

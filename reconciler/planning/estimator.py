@@ -169,13 +169,12 @@ def _pack(
     batchable = not (s.host_ports or s.topology_spread or s.pod_anti_affinity or s.pod_affinity)
     # A refusal lasts for the class only if no domain-wide rule bears on it.
     sticky = topology is None or topology.untouched(pods[0])
-    cursor = 0  # first node that has not refused this class
+    cursor = 0  # nodes before it refused this class on their own merit (resources, ports, ...)
     i = 0
     while i < len(pods):
         pod = pods[i]
         target: SimNode | None = None
-        if not sticky:
-            cursor = 0
+        advancing = True  # a refusal for counts elsewhere (spread, affinity) may not last
         for j in range(cursor, len(live)):
             node = live[j]
             if (
@@ -183,11 +182,14 @@ def _pack(
                 and (cpu <= node.cpu_free or not cpu)
                 and (mem <= node.mem_free or not mem)
                 and (not extra or demand.fits_extra(node))
-                and fits_besides_resources(pod, node, ctx)
+                and fits_besides_resources(pod, node, ctx, domains=False)
             ):
-                target = node
-                break
-            cursor = j + 1
+                if sticky or topology is None or topology.check(pod, node) is None:
+                    target = node
+                    break
+                advancing = False
+            elif advancing:
+                cursor = j + 1
         if target is None:
             fresh = base.copy(f"{prefix}-{len(nodes) + 1}")
             if not sticky and topology is not None:
@@ -204,7 +206,8 @@ def _pack(
             live.append(target)
             if topology is not None:
                 topology.node_added(target, trial=True)
-            cursor = len(live) - 1
+            if advancing:
+                cursor = len(live) - 1
         if batchable:
             batch = pods[i : i + max(1, demand.how_many_fit(target))]  # target took pods[i]
             target.add_same(batch)

@@ -300,11 +300,14 @@ class NodePool:
         demand = self._demands.get(key)
         if demand is None:
             demand = self._demands[key] = Demand(pod)
-        sticky = self.sticky(pod)
-        if not sticky and self.ctx.topology is not None and self.ctx.topology.impossible(pod):
+        topology = self.ctx.topology
+        if topology is not None and not topology.untouched(pod) and topology.impossible(pod):
             return None  # e.g. required affinity to pods that run nowhere: no node can do
-        cursor = self._cursors.get(key, 0) if sticky else 0
-        if sticky and saved is not None and key not in saved:
+        # The cursor passes only nodes refused on their own merit (resources, selectors, taints,
+        # ports, hostname anti-affinity): those refusals last until a pod leaves the node. A refusal
+        # for counts elsewhere (spread, affinity) stops it.
+        cursor = self._cursors.get(key, 0)
+        if saved is not None and key not in saved:
             saved[key] = cursor
         selector = pod.scheduling.node_selector
         candidates = self._labelled(selector) if selector else None
@@ -312,8 +315,7 @@ class NodePool:
             found, cursor = self._scan_labelled(pod, demand, candidates, cursor, exclude)
         else:
             found, cursor = self._scan_free(pod, demand, cursor, exclude)
-        if sticky:
-            self._cursors[key] = cursor
+        self._cursors[key] = cursor
         return found
 
     def _scan_free(
@@ -322,6 +324,7 @@ class NodePool:
         """Walk from the cursor, letting the free index jump over nodes short of CPU, memory or a
         pod slot (and retired ones): they refuse on their own merit, so the cursor passes them."""
         nodes, ctx, free_index = self.nodes, self.ctx, self._free
+        topology = ctx.topology
         cpu_need = demand.cpu if demand.cpu > 0 else ANY
         mem_need = demand.mem if demand.mem > 0 else ANY
         extra = demand.extra
@@ -343,9 +346,13 @@ class NodePool:
             if exclude and node.name in exclude:
                 advancing = False
                 continue
-            if (not extra or demand.fits_extra(node)) and fits_besides_resources(pod, node, ctx):
-                return node, cursor
-            if advancing:
+            if (not extra or demand.fits_extra(node)) and fits_besides_resources(
+                pod, node, ctx, domains=False
+            ):
+                if topology is None or topology.check(pod, node) is None:
+                    return node, cursor
+                advancing = False  # refused for counts elsewhere, which may change: not its own merit
+            elif advancing:
                 cursor = position
 
     def _labelled(self, selector: tuple[tuple[str, str], ...]) -> list[int] | None:
@@ -370,6 +377,7 @@ class NodePool:
         """A pod with a nodeSelector can only go where its rarest label pair is: walk just those
         nodes (from the cursor). Every node in between refuses on the selector."""
         nodes, retired, ctx = self.nodes, self._retired, self.ctx
+        topology = ctx.topology
         advancing = True
         for i in candidates[bisect_left(candidates, cursor) :]:
             if advancing:
@@ -382,9 +390,11 @@ class NodePool:
             if exclude and node.name in exclude:
                 advancing = False
                 continue
-            if fits_besides_resources(pod, node, ctx):
-                return node, cursor
-            if advancing:
+            if fits_besides_resources(pod, node, ctx, domains=False):
+                if topology is None or topology.check(pod, node) is None:
+                    return node, cursor
+                advancing = False  # refused for counts elsewhere, which may change: not its own merit
+            elif advancing:
                 cursor = i + 1
         return None, (len(nodes) if advancing else cursor)
 

@@ -281,7 +281,7 @@ def fits(pod: Pod, node: SimNode, ctx: PredicateContext = NO_CONTEXT) -> bool:
     return fits_besides_resources(pod, node, ctx)
 
 
-def fits_besides_resources(pod: Pod, node: SimNode, ctx: PredicateContext) -> bool:
+def fits_besides_resources(pod: Pod, node: SimNode, ctx: PredicateContext, *, domains: bool = True) -> bool:
     """Every predicate but resources and max pods (for loops that compared those inline already)."""
     s = pod.scheduling
     if node.unschedulable and cordoned(pod, node, ctx) is not None:
@@ -305,7 +305,7 @@ def fits_besides_resources(pod: Pod, node: SimNode, ctx: PredicateContext) -> bo
     if (s.pod_anti_affinity or node.anti_terms) and anti_affinity(pod, node, ctx) is not None:
         return False
     topology = ctx.topology
-    return topology is None or topology.check(pod, node) is None
+    return not domains or topology is None or topology.check(pod, node) is None
 
 
 # ---------------------------------------------------------------------------------- unmodelled

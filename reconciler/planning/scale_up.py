@@ -14,7 +14,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from reconciler.config import Config
-from reconciler.model import CPU, MEMORY, NodeTemplate, Pod
+from reconciler.model import CPU, HOSTNAME_LABEL, MEMORY, NodeTemplate, Pod
 from reconciler.planning.equivalence import ClassKey, group_pods
 from reconciler.planning.estimator import Estimate, estimate
 from reconciler.planning.expanders import build_chain
@@ -114,11 +114,19 @@ def plan_scale_up(
     limit_hit: dict[str, str] = {}  # group -> the limit that stopped it
     new_names: set[str] = set()  # nodes this plan adds
     round_number = 0
+    shapes = _shapes(candidates)
     while remaining:
         round_number += 1
         classes = group_pods(remaining, pool.classifier)
         options: list[Option] = []
         estimates: dict[str, Estimate] = {}
+        # Groups alike in all a pod can see (shape, labels, taints, zones) and with the same room get
+        # the same estimate: one per round, unless a class names nodes (matchFields).
+        shared: dict[tuple[object, ...], Estimate] = {}
+        rooms: dict[str, int] = {}
+        by_name_matters = any(
+            t.match_fields for cls in classes for t in cls.representative.scheduling.required_node_affinity
+        )
         for candidate in candidates:
             if candidate.blocked or candidate.base is None or candidate.template is None:
                 continue
@@ -130,14 +138,22 @@ def plan_scale_up(
                     limit_hit[candidate.name] = limit_name
             if room <= 0:
                 continue
-            result = estimate(
-                classes,
-                candidate.base,
-                room,
-                pool.ctx,
-                name_prefix=f"{candidate.name}-new{round_number}",
-                fit_memo=candidate.memo,
-            )
+            memo = candidate.memo
+            if all(memo.get(cls.key) is not None for cls in classes):
+                continue  # every class still waiting was refused by this shape (reasons kept)
+            rooms[candidate.name] = room
+            key = (shapes[candidate.name], room)
+            found = None if by_name_matters else shared.get(key)
+            if found is None:
+                found = shared[key] = estimate(
+                    classes,
+                    candidate.base,
+                    room,
+                    pool.ctx,
+                    name_prefix=f"{candidate.name}-new{round_number}",
+                    fit_memo=candidate.memo,
+                )
+            result = found
             for cls, reason in (*result.refused, *result.limited):
                 refusals.setdefault(cls.key, {})[candidate.name] = reason
             if result.helped:
@@ -147,6 +163,17 @@ def plan_scale_up(
         if best is None:
             break
         chosen = estimates[best.group]
+        winner = by_name[best.group]
+        if chosen.nodes and not chosen.nodes[0].name.startswith(f"{winner.name}-new{round_number}-"):
+            assert winner.base is not None  # an estimate shared with a group alike: its own nodes
+            chosen = estimate(
+                classes,
+                winner.base,
+                rooms[winner.name],
+                pool.ctx,
+                name_prefix=f"{winner.name}-new{round_number}",
+                fit_memo=winner.memo,
+            )
         owners = (
             balance(chosen.nodes, by_name[best.group], candidates, pool.ctx)
             if config.scale_up.balance_similar_node_groups
@@ -191,6 +218,40 @@ def plan_scale_up(
         not_helped=not_helped,
         fits_after=fits_after,
     )
+
+
+def _shapes(candidates: Sequence[Candidate]) -> dict[str, tuple[object, ...]]:
+    """What of a group a pod can see, for sharing estimates: its new node's labels (hostname aside),
+    taints, allocatable and zones; groups alike share one fit memo too."""
+    found: dict[str, tuple[object, ...]] = {}
+    memos: dict[tuple[object, ...], dict[ClassKey, str | None]] = {}
+    for c in candidates:
+        base = c.base
+        if base is None:
+            continue
+        shape = (
+            tuple(
+                tuple(sorted((k, v) for k, v in labels.items() if k != HOSTNAME_LABEL))
+                for labels in base.label_variants
+            ),
+            base.taints,
+            tuple(sorted(base.allocatable.values.items())),
+            base.zones,
+            tuple(
+                sorted(
+                    (
+                        p.namespace,
+                        p.owner.kind if p.owner else "",
+                        p.owner.name if p.owner else p.name,
+                        *sorted(p.requests.values.items()),
+                    )
+                    for p in base.pods
+                )
+            ),
+        )
+        found[c.name] = shape
+        c.memo = memos.setdefault(shape, c.memo)
+    return found
 
 
 def _why_not(

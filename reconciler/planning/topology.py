@@ -19,7 +19,7 @@ hostname label).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -155,8 +155,8 @@ class Counter:
         "_by_name",
         "_memo",
         "_spot_memo",
+        "domains",
         "everything",
-        "exists",
         "extra_domains",
         "hi",
         "hist",
@@ -189,7 +189,7 @@ class Counter:
         self.everything = node_filter is not None and all(m.selector == EMPTY_SELECTOR for m in matches)
         self.hi: dict[Domain, int] = {}
         self.lo: dict[Domain, int] = {}
-        self.exists: dict[str, int] = {}  # value -> eligible nodes there (node_filter only)
+        self.domains: DomainSet | None = None  # the domains that exist (node_filter only)
         self.hist: dict[int, int] = {}  # lo count -> existing domains with it (node_filter only)
         self._memo: dict[tuple[str, int], tuple[Mapping[str, str], bool]] = {}
         self._spot_memo: dict[int, tuple[object, list[Domain], list[Domain]]] = {}
@@ -286,28 +286,30 @@ class Counter:
         if matching:
             self.add(node, delta * matching)
 
-    def count_domains(self, node: SimNode, delta: int) -> None:
-        """The node makes its domains exist (1) or stops doing so (-1); spread counters only."""
-        if self.node_filter is None:
-            return
-        exists, hist, lo = self.exists, self.hist, self.lo
-        for key, value in self.spots(node)[1]:
-            before = exists.get(value, 0)
-            after = before + delta
-            if after:
-                exists[value] = after
+    @property
+    def exists(self) -> dict[str, int]:
+        """Domain value -> eligible nodes there (spread counters; empty otherwise)."""
+        return self.domains.exists if self.domains is not None else {}
+
+    def domain_changed(self, value: str, appeared: bool) -> None:
+        """A domain came to exist or stopped existing: `hist` follows."""
+        count = self.lo.get((self.keys[0], value), 0)
+        hist = self.hist
+        if appeared:
+            hist[count] = hist.get(count, 0) + 1
+        else:
+            left = hist[count] - 1
+            if left:
+                hist[count] = left
             else:
-                del exists[value]
-            if (before > 0) != (after > 0):
-                count = lo.get((key, value), 0)
-                if after > 0:
-                    hist[count] = hist.get(count, 0) + 1
-                else:
-                    left = hist[count] - 1
-                    if left:
-                        hist[count] = left
-                    else:
-                        del hist[count]
+                del hist[count]
+
+    def join(self, domains: DomainSet) -> None:
+        """Start tracking the domains of its filter (after its pods are counted)."""
+        self.domains = domains
+        domains.counters.append(self)
+        for value in domains.exists:
+            self.domain_changed(value, True)
 
     def total(self) -> int:
         return sum(self.hi.values())
@@ -384,8 +386,33 @@ def _per_zone(node: SimNode) -> list[tuple[str, SimNode]]:
     return views
 
 
-def _honours_taints(counter: Counter) -> bool:
-    return counter.node_filter is not None and counter.node_filter.taints
+class DomainSet:
+    """The domains that exist for one key and node filter (eligible nodes per value), shared by the
+    spread counters of every controller with that filter: a node event updates it once, and the
+    counters only hear of a domain appearing or going."""
+
+    __slots__ = ("counters", "exists", "honours_taints", "spots")
+
+    def __init__(
+        self, spots: Callable[[SimNode], tuple[list[Domain], list[Domain]]], honours_taints: bool
+    ) -> None:
+        self.spots = spots
+        self.honours_taints = honours_taints
+        self.exists: dict[str, int] = {}
+        self.counters: list[Counter] = []
+
+    def count(self, node: SimNode, delta: int) -> None:
+        exists = self.exists
+        for _, value in self.spots(node)[1]:
+            before = exists.get(value, 0)
+            after = before + delta
+            if after:
+                exists[value] = after
+            else:
+                del exists[value]
+            if (before > 0) != (after > 0):
+                for counter in self.counters:
+                    counter.domain_changed(value, after > 0)
 
 
 # ---------------------------------------------------------------------------------- needs
@@ -470,6 +497,7 @@ class Topology:
         self._trials: dict[int, SimNode] = {}  # id -> an estimate's node: counted, not indexed
         # the spots of nodes, one memo per (keys, filter): counters of many controllers share one
         self._spot_memos: dict[tuple[object, ...], dict[int, tuple[object, list[Domain], list[Domain]]]] = {}
+        self._domain_sets: dict[tuple[object, ...], DomainSet] = {}
         self._needs: dict[tuple[int, str, int], tuple[Scheduling, Mapping[str, str], Needs | None]] = {}
         self._plain: dict[int, tuple[Scheduling, bool]] = {}  # id(scheduling) -> has domain needs
         self._counters: dict[tuple[object, ...], Counter] = {}
@@ -496,8 +524,9 @@ class Topology:
                 self._index.add(pod, node, 1)
         for counter in self._counters.values():
             counter.count_pods(node, 1)
-            if not ghost or _honours_taints(counter):
-                counter.count_domains(node, 1)
+        for domains in self._domain_sets.values():
+            if not ghost or domains.honours_taints:
+                domains.count(node, 1)
         for pod in node.pods:
             self._anti_count(pod, node, 1)
 
@@ -514,8 +543,9 @@ class Topology:
                 self._index.add(pod, node, -1)
         for counter in self._counters.values():
             counter.count_pods(node, -1)
-            if _honours_taints(counter):
-                counter.count_domains(node, -1)
+        for domains in self._domain_sets.values():
+            if domains.honours_taints:
+                domains.count(node, -1)
         for pod in node.pods:
             self._anti_count(pod, node, -1)
 
@@ -526,9 +556,9 @@ class Topology:
         self._trials.pop(id(node), None)
         if self._ghosts.pop(id(node), None) is not None:
             self._version += 1
-            for counter in self._counters.values():
-                if not _honours_taints(counter):
-                    counter.count_domains(node, -1)
+            for domains in self._domain_sets.values():
+                if not domains.honours_taints:
+                    domains.count(node, -1)
 
     def pod_added(self, pod: Pod, node: SimNode) -> None:
         """`pod` was booked on `node` (counted only while the node is)."""
@@ -700,17 +730,25 @@ class Topology:
             self._index.fill(counter)
             for node in self._trials.values():
                 counter.count_pods(node, 1)
-            for node in self._live.values():
-                counter.count_domains(node, 1)
-            if not _honours_taints(counter):
-                for node in self._ghosts.values():
-                    counter.count_domains(node, 1)
+            if node_filter is not None:
+                counter.join(self._domains(keys, node_filter, counter))
             if counter.namespaces is None:
                 self._by_namespace.setdefault(None, []).append(counter)
             else:
                 for namespace in counter.namespaces:
                     self._by_namespace.setdefault(namespace, []).append(counter)
         return counter
+
+    def _domains(self, keys: tuple[str, ...], node_filter: NodeFilter, counter: Counter) -> DomainSet:
+        domains = self._domain_sets.get((keys, node_filter))
+        if domains is None:
+            domains = self._domain_sets[(keys, node_filter)] = DomainSet(counter.spots, node_filter.taints)
+            for node in self._live.values():
+                domains.count(node, 1)
+            if not node_filter.taints:
+                for node in self._ghosts.values():
+                    domains.count(node, 1)
+        return domains
 
     # ------------------------------------------------------------------------------ verdicts
 

@@ -4,7 +4,7 @@ of each group would look like. Pure: state in, inventory out.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from reconciler.model import (
@@ -78,8 +78,9 @@ class Inventory:
         return Resources(total)
 
 
-def template_from_node(node: Node, group: NodeGroup) -> NodeTemplate:
-    """A live Ready node of the group, stripped of what belongs to that one machine."""
+def template_from_node(node: Node, group: NodeGroup, pods: Iterable[Pod] = ()) -> NodeTemplate:
+    """A live Ready node of the group, stripped of what belongs to that one machine, with the pods of
+    `pods` (those bound to it) that a fresh node of the group would run as well."""
     labels = {k: v for k, v in node.labels.items() if k not in NODE_SPECIFIC_LABELS}
     labels[HOSTNAME_LABEL] = f"template-node-for-{group.name}"
     instance_type = node.labels.get("node.kubernetes.io/instance-type", "")
@@ -90,6 +91,18 @@ def template_from_node(node: Node, group: NodeGroup) -> NodeTemplate:
         capacity=node.capacity,
         allocatable=node.allocatable,
         source=f"node {node.name}",
+        pods=tuple(p for p in pods if _expected_on_fresh_node(p)),
+    )
+
+
+def _expected_on_fresh_node(pod: Pod) -> bool:
+    """Mirror (static) pods come from the kubelet's own manifests and DaemonSet pods from their
+    controllers, so every node of the group runs them: CA's podsExpectedOnFreshNode keeps exactly these
+    from its sample node, leaving out pods being deleted (and finished ones, which CA never lists)."""
+    return (
+        (pod.is_mirror or pod.is_daemonset)
+        and pod.deleting_since is None
+        and pod.phase not in ("Succeeded", "Failed")
     )
 
 
@@ -127,8 +140,9 @@ def build_inventory(state: ClusterState, groups: tuple[NodeGroup, ...]) -> Inven
         template = group.template
         ready = [n for n in nodes if n.ready and not n.unschedulable]
         if ready:
-            # A live node knows its real allocatable and DaemonSets; ASG tags still add what they declare.
-            template = template_from_node(ready[0], group)
+            # A live node knows its real allocatable and its DaemonSet and static pods; ASG tags still add
+            # what they declare.
+            template = template_from_node(ready[0], group, pods_by_node.get(ready[0].name, ()))
             if group.template is not None:
                 template = _with_declared(template, group.template)
         inventories.append(

@@ -428,6 +428,9 @@ class NodeTemplate:
     capacity: Resources
     allocatable: Resources
     source: str  # "node <name>" or "asg <name> (<instance type>)"
+    # From a live node: its mirror (static) and DaemonSet pods, which every new node of the group runs
+    # too (CA's podsExpectedOnFreshNode); empty for a template from the ASG
+    pods: tuple[Pod, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from reconciler.model import (
     CPU,
+    DAEMONSET_POD,
     HOSTNAME_LABEL,
     LEGACY_ZONE_LABEL,
     MEMORY,
@@ -161,7 +162,9 @@ class SimNode:
         group: str = "",
     ) -> SimNode:
         """A node that does not exist yet: the template's labels under a fresh hostname, in whichever
-        of `zones` AWS picks, already running the DaemonSet pods that would schedule onto it.
+        of `zones` AWS picks, already running what a fresh node runs before any of our pods (CA's
+        podsExpectedOnFreshNode): the mirror and DaemonSet pods of the live node the template was
+        copied from, then one pod of every other DaemonSet that would schedule onto it.
 
         Build it once per group and `copy(name)` it for every further new node: DaemonSet matching is
         the expensive part and is the same for all of them.
@@ -180,8 +183,14 @@ class SimNode:
             group=group,
             is_new=True,
         )
+        running: set[tuple[str, str]] = set()  # DaemonSets the sample node already runs
+        for pod in template.pods:
+            sim.add(sample_pod_copy(pod, name))
+            owner = pod.owner
+            if owner is not None and owner.controller and owner.kind == "DaemonSet":
+                running.add((pod.namespace, owner.name))
         for ds in daemonsets:
-            if daemonset_runs_on(ds, sim):
+            if (ds.namespace, ds.name) not in running and daemonset_runs_on(ds, sim):
                 sim.add(daemonset_pod(ds, name))
         return sim
 
@@ -372,4 +381,22 @@ def daemonset_pod(ds: DaemonSet, node_name: str) -> Pod:
         created=None,
         owner=OwnerRef("DaemonSet", ds.name),
         scheduling=ds.scheduling,
+    )
+
+
+def sample_pod_copy(pod: Pod, node_name: str) -> Pod:
+    """A mirror or DaemonSet pod of a template's sample node as new node `node_name` would run it: the
+    same requests and scheduling under its own name and uid (CA's createSanitizedPod).
+
+    A mirror pod's copy is also marked a DaemonSet pod (CA's annotation): scale-up tells a new node's
+    own pods from the pending pods placed on it by `is_daemonset` (its count of pods helped, balancing's
+    moves), and a static pod is the node's own just the same."""
+    annotations = pod.annotations
+    if not pod.is_daemonset:
+        annotations = {**annotations, DAEMONSET_POD: "true"}
+    return pod._replace(
+        name=f"{pod.name}-{node_name}",
+        uid=f"{pod.uid}@{node_name}",
+        node_name=node_name,
+        annotations=annotations,
     )

@@ -185,7 +185,7 @@ def plan_scale_up(
             pool.add_node(node)
             new_names.add(node.name)
             for pod in node.pods:
-                if not pod.is_daemonset:
+                if not (pod.is_daemonset or pod.is_mirror):  # the new node's own pods
                     helped[pod.key] = owner.name
         limits.book(chosen.nodes[0], chosen.node_count)
         placed = {id(p) for p in chosen.placed}
@@ -381,7 +381,7 @@ def _holds(candidate: Candidate, node: SimNode, ctx: PredicateContext) -> bool:
     trial = candidate.base.copy(node.name)
     topology = ctx.topology
     for pod in node.pods:
-        if pod.is_daemonset:
+        if pod.is_daemonset or pod.is_mirror:
             continue
         if topology is not None and not topology.untouched(pod):
             return False  # its place was judged against the chosen group's domains

@@ -12,7 +12,6 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from reconciler.model import (
     CPU,
-    DAEMONSET_POD,
     HOSTNAME_LABEL,
     LEGACY_ZONE_LABEL,
     MEMORY,
@@ -386,17 +385,7 @@ def daemonset_pod(ds: DaemonSet, node_name: str) -> Pod:
 
 def sample_pod_copy(pod: Pod, node_name: str) -> Pod:
     """A mirror or DaemonSet pod of a template's sample node as new node `node_name` would run it: the
-    same requests and scheduling under its own name and uid (CA's createSanitizedPod).
-
-    A mirror pod's copy is also marked a DaemonSet pod (CA's annotation): scale-up tells a new node's
-    own pods from the pending pods placed on it by `is_daemonset` (its count of pods helped, balancing's
-    moves), and a static pod is the node's own just the same."""
-    annotations = pod.annotations
-    if not pod.is_daemonset:
-        annotations = {**annotations, DAEMONSET_POD: "true"}
-    return pod._replace(
-        name=f"{pod.name}-{node_name}",
-        uid=f"{pod.uid}@{node_name}",
-        node_name=node_name,
-        annotations=annotations,
-    )
+    same requests and scheduling under its own name and uid (CA's createSanitizedPod). It keeps its
+    mirror annotation: scale-up tells a new node's own pods (DaemonSet and mirror) from the pending
+    pods placed on it."""
+    return pod._replace(name=f"{pod.name}-{node_name}", uid=f"{pod.uid}@{node_name}", node_name=node_name)

@@ -23,6 +23,7 @@ from reconciler.model import (
     EPHEMERAL_STORAGE,
     HOSTNAME_LABEL,
     MEMORY,
+    ZONE_LABEL,
     ClusterState,
     LabelSelector,
     Pod,
@@ -39,7 +40,7 @@ from reconciler.planning.selectors import (
     untolerated_taint,
 )
 from reconciler.planning.simnode import ANY_IP, SimNode
-from reconciler.planning.topology import Topology, with_label_keys
+from reconciler.planning.topology import Topology, with_label_keys, zone_hint
 
 DO_NOT_SCHEDULE = "DoNotSchedule"
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", NO_SCHEDULE)
@@ -103,7 +104,9 @@ def node_selector(pod: Pod, node: SimNode, ctx: PredicateContext) -> str | None:
         return None
     for labels in node.label_variants:
         if not node_selector_matches(selector, labels):
-            return "node selector doesn't match" + _zone_note(node, labels)
+            return "node selector doesn't match" + _zone_note(
+                node, labels, lambda v: node_selector_matches(selector, v)
+            )
     return None
 
 
@@ -113,15 +116,18 @@ def node_affinity(pod: Pod, node: SimNode, ctx: PredicateContext) -> str | None:
         return None
     for labels in node.label_variants:
         if not node_affinity_matches(terms, labels, node.name):
-            return "required node affinity doesn't match" + _zone_note(node, labels)
+            return "required node affinity doesn't match" + _zone_note(
+                node, labels, lambda v: node_affinity_matches(terms, v, node.name)
+            )
     return None
 
 
-def _zone_note(node: SimNode, labels: Mapping[str, str]) -> str:
-    """Name the zone when a multi-zone template fails in only some of them."""
+def _zone_note(node: SimNode, labels: Mapping[str, str], passes: Callable[[Mapping[str, str]], bool]) -> str:
+    """On a new node of a multi-AZ group: the zone that fails, and those that would do."""
     if len(node.label_variants) < 2:
         return ""
-    return f" in zone {labels.get('topology.kubernetes.io/zone', '?')}"
+    good = [v.get(ZONE_LABEL, "?") for v in node.label_variants if passes(v)]
+    return f" in zone {labels.get(ZONE_LABEL, '?')}" + (zone_hint(good) if good else "")
 
 
 def volume_zones(pod: Pod, node: SimNode, ctx: PredicateContext) -> str | None:
@@ -130,7 +136,9 @@ def volume_zones(pod: Pod, node: SimNode, ctx: PredicateContext) -> str | None:
     for claim in pod.volumes.pvc_claims:
         zones = ctx.pvc_zones.get(f"{pod.namespace}/{claim}")
         if zones and (not node.zones or any(z not in zones for z in node.zones)):
-            return f"volume zone {', '.join(zones)} only"
+            good = [z for z in node.zones if z in zones]
+            hint = zone_hint(good) if len(node.zones) > 1 and good else ""
+            return f"volume zone {', '.join(zones)} only{hint}"
     return None
 
 

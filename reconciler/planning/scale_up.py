@@ -303,8 +303,8 @@ def _single_zone_hint(refusals: Mapping[str, str], candidates: Sequence[Candidat
     )
     where = ", ".join(sorted(zones))
     if helpers:
-        return f" (single-AZ groups in {where}: {', '.join(helpers)})"
-    return f" (no single-AZ group in {where}: one would help)"
+        return f". A multi-AZ group cannot promise a zone; single-AZ groups in {where}: {', '.join(helpers)}"
+    return f". A multi-AZ group cannot promise a zone, and no single-AZ group serves {where}: one would help"
 
 
 # Labels that differ between otherwise identical groups (zone, machine, provider bookkeeping), as

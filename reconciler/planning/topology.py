@@ -373,6 +373,13 @@ class _PodIndex:
                         counter.add(node, count)
 
 
+def zone_hint(good: list[str]) -> str:
+    """What a refusal by a new node of a multi-AZ group adds: AWS, not the planner, picks its zone."""
+    if good:
+        return f"; only {', '.join(good)} would do, and AWS picks the zone of a new node"
+    return "; in no zone AWS may pick for a new node"
+
+
 def _per_zone(node: SimNode) -> list[tuple[str, SimNode]]:
     """A multi-AZ new node as one single-zone node per zone it may land in."""
     views = []
@@ -648,8 +655,9 @@ class Topology:
             for term in terms:
                 if term.namespace_selector is not None and term.namespace_selector != EMPTY_SELECTOR:
                     return (
-                        f"required pod {kind} with a namespace selector is not modelled "
-                        "(namespaces were not read)"
+                        f"required pod {kind} with a namespace selector is not modelled (namespaces were "
+                        "not read: include `kubectl get namespaces -o json` in a snapshot, or grant list on "
+                        "namespaces)"
                     )
         return None
 
@@ -771,9 +779,7 @@ class Topology:
         if reason is None or len(node.label_variants) < 2:
             return reason
         good = [z for z, single in _per_zone(node) if self._check(pod, single) is None]
-        if good:
-            return f"{reason}; only {', '.join(good)} would do, and AWS picks the zone of a new node"
-        return reason
+        return reason + zone_hint(good)
 
     def impossible(self, pod: Pod) -> bool:
         """Whether no node at all can take the pod for a domain-wide reason known without looking at
@@ -911,11 +917,17 @@ def _spread_check(spread: _Spread, node: SimNode) -> str | None:
             lowest, where = 0, value  # a domain of its own, with nothing in it yet
         here = hi.get((key, value), 0)
         if here + own - lowest > rule.max_skew:
+            maybe = here - rule.counter.lo.get((key, value), 0)
+            note = f" ({maybe} on new nodes whose zone AWS picks)" if maybe > 0 else ""
             return (
-                f"topology spread on {key}: {here} matching pods in {value}, {lowest} in {where} "
-                f"(maxSkew {rule.max_skew})"
+                f"topology spread on {key}: {value} would hold {_pods(here + own)} with this one{note}, "
+                f"{where} holds {lowest}: skew {here + own - lowest} > maxSkew {rule.max_skew}"
             )
     return None
+
+
+def _pods(count: int) -> str:
+    return f"{count} matching pod{'' if count == 1 else 's'}"
 
 
 def _affinity_check(rule: AffinityRule, prepared: _Prepared, node: SimNode) -> str | None:

@@ -85,4 +85,6 @@ def test_a_multi_zone_group_cannot_serve_a_pod_that_needs_one_zone(
     assert outcome["nodeGroup"] is None
     assert "multi: required pod affinity on topology.kubernetes.io/zone" in outcome["reason"]
     assert "only us-east-1b would do, and AWS picks the zone of a new node" in outcome["reason"]
-    assert outcome["reason"].endswith("(no single-AZ group in us-east-1b: one would help)")
+    assert outcome["reason"].endswith(
+        ". A multi-AZ group cannot promise a zone, and no single-AZ group serves us-east-1b: one would help"
+    )

@@ -207,14 +207,19 @@ def test_volume_zones_on_a_multi_zone_template_needs_every_zone_allowed() -> Non
     claimant = pod(volumes=Volumes(pvc_claims=("data",)))
     multi = SimNode.from_template(template(), (), name="t", zones=("us-east-1a", "us-east-1b"))
     single = SimNode.from_template(template(), (), name="t", zones=("us-east-1a",))
-    assert p.volume_zones(claimant, multi, ctx) == "volume zone us-east-1a only"
+    assert p.volume_zones(claimant, multi, ctx) == (
+        "volume zone us-east-1a only; only us-east-1a would do, and AWS picks the zone of a new node"
+    )
     assert p.volume_zones(claimant, single, ctx) is None
 
 
 def test_selector_on_zone_of_multi_zone_template() -> None:
     multi = SimNode.from_template(template(), (), name="t", zones=("us-east-1a", "us-east-1b"))
     pinned = pod(scheduling=Scheduling(node_selector=((ZONE_LABEL, "us-east-1a"),)))
-    assert p.node_selector(pinned, multi, CTX) == "node selector doesn't match in zone us-east-1b"
+    assert p.node_selector(pinned, multi, CTX) == (
+        "node selector doesn't match in zone us-east-1b; only us-east-1a would do, and AWS picks the zone "
+        "of a new node"
+    )
     term = NodeSelectorTerm(
         match_expressions=(SelectorRequirement(ZONE_LABEL, "In", ("us-east-1a", "us-east-1b")),)
     )
@@ -290,7 +295,8 @@ def test_with_a_topology_only_namespace_selectors_without_namespaces_stay_unmode
     assert unmodelled(pod(scheduling=_spread(key=ZONE_LABEL)), Topology(None)) is None
     ns_sel = pod(scheduling=_anti("db", namespace_selector=selector(team="x")))
     assert unmodelled(ns_sel, Topology(None)) == (
-        "required pod anti-affinity with a namespace selector is not modelled (namespaces were not read)"
+        "required pod anti-affinity with a namespace selector is not modelled (namespaces were not read: "
+        "include `kubectl get namespaces -o json` in a snapshot, or grant list on namespaces)"
     )
     assert unmodelled(ns_sel, Topology({"default": {"team": "x"}})) is None
     everywhere = pod(scheduling=_anti("db", namespace_selector=selector()))

@@ -83,7 +83,8 @@ def test_zone_spread_places_in_the_emptiest_zones_and_refuses_the_full_one() -> 
     a1 = pool.get("a1")
     assert a1 is not None
     assert check(web("new"), a1, pool.ctx) == (
-        f"topology spread on {ZONE_LABEL}: 1 matching pods in {A}, 0 in {B} (maxSkew 1)"
+        f"topology spread on {ZONE_LABEL}: {A} would hold 2 matching pods with this one, {B} holds 0: "
+        "skew 2 > maxSkew 1"
     )
 
 
@@ -238,8 +239,8 @@ def test_a_multi_zone_group_takes_spread_pods_only_where_every_zone_is_allowed()
     pool = pool_of([("a1", A, [web("w0", "a1")]), ("b1", B, []), ("c1", C, [])])
     multi = SimNode.from_template(template(), (), name="multi-template", zones=(A, B, C), group="multi")
     assert check(web("n"), multi, pool.ctx) == (
-        f"topology spread on {ZONE_LABEL}: 1 matching pods in {A}, 0 in {B} (maxSkew 1); "
-        f"only {B}, {C} would do, and AWS picks the zone of a new node"
+        f"topology spread on {ZONE_LABEL}: {A} would hold 2 matching pods with this one, {B} holds 0: "
+        f"skew 2 > maxSkew 1; only {B}, {C} would do, and AWS picks the zone of a new node"
     )
     even = pool_of([("a1", A, []), ("b1", B, []), ("c1", C, [])])
     assert check(web("n"), multi, even.ctx) is None

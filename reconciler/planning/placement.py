@@ -219,6 +219,18 @@ class NodePool:
             node.add(pod)
             topology.pod_added(pod, node)
 
+    def first_broken(self, booked: Iterable[tuple[Pod, str]]) -> str | None:
+        """The first booked pod (pod, node name) the scheduler would no longer let stay where it is,
+        as `pod ns/x on node: reason`; only pods whose verdict others can change (not sticky) are
+        judged."""
+        for pod, node_name in booked:
+            if self.sticky(pod) or node_name not in self._index or self.is_retired(node_name):
+                continue
+            reason = self.recheck(pod, node_name)
+            if reason is not None:
+                return f"pod {pod.key} on {node_name}: {reason}"
+        return None
+
     def sticky(self, pod: Pod) -> bool:
         """Whether a refusal of this pod's class lasts until a pod leaves that node (no domain-wide
         constraint touches it), so cursors and refusal memos may keep it."""

@@ -111,6 +111,7 @@ def make_plan(inputs: PlanInputs) -> Plan:
     pending = _pending_pods(inputs, outcomes, topology, warnings)
     approved_nodes = _approved_nodes(groups)
     placement = pool.place(pending, exclude=set(approved_nodes) | not_ready)
+    booked = list(placement.placed)  # what later steps may not strand (spread, affinity)
     for pod, node in placement.placed:
         sim = pool.get(node)
         where = "upcoming capacity" if sim is not None and sim.is_new else "existing capacity"
@@ -123,6 +124,7 @@ def make_plan(inputs: PlanInputs) -> Plan:
     cancelled: set[str] = set()
     if waiting and approved_nodes:
         rescue = pool.place(waiting, exclude=not_ready)
+        booked.extend(rescue.placed)
         for pod, node in rescue.placed:
             if node in approved_nodes:
                 cancelled.add(node)
@@ -136,9 +138,11 @@ def make_plan(inputs: PlanInputs) -> Plan:
         sim = pool.get(node_name)
         movable = [p for p in sim.pods if not stays_on_node(p, now)] if sim else []
         moved = pool.place(movable, exclude=set(approved_nodes) - cancelled, atomic=True, vacating=node_name)
-        if moved.complete:
+        if moved.complete and pool.first_broken([*booked, *moved.placed]) is None:
             pool.retire(node_name)
+            booked.extend(moved.placed)
         else:
+            pool.undo(moved)
             cancelled.add(node_name)
     for g in groups:
         g.cancelled = tuple(
@@ -150,6 +154,7 @@ def make_plan(inputs: PlanInputs) -> Plan:
     candidates = [_candidate(g, bases[g.name], config.scale_up.max_step) for g in groups]
     limits = Limits.headroom(config, *_totals(inventory.state.nodes, groups))
     up = plan_scale_up(waiting, candidates, pool, limits, config, exclude=set(approved_nodes) | not_ready)
+    booked.extend(up.placements)
     for pod in waiting:
         if pod.key in up.helped:
             outcomes[pod.key] = PodOutcome(pod.key, up.helped[pod.key])
@@ -181,6 +186,7 @@ def make_plan(inputs: PlanInputs) -> Plan:
             approved=frozenset(i for g in groups for i in g.kept),
             exclusion_reasons=exclusions,
             preferred=inputs.proposed,
+            booked=booked,
         )
         removals, unremovable, unneeded_since = down.removals, down.unremovable, down.unneeded_since
 

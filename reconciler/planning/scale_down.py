@@ -19,7 +19,7 @@ same output. The rules are written down in docs/planning.md ("Scale-down").
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -209,6 +209,7 @@ class _Planner:
         exclusion_reasons: Mapping[str, str],
         onto_upcoming: bool,
         preferred: frozenset[str] = frozenset(),
+        booked: Sequence[tuple[Pod, str]] = (),
     ) -> None:
         self.inputs = inputs
         self.preferred = preferred
@@ -230,7 +231,7 @@ class _Planner:
         self._unmodelled: dict[tuple[int, str], tuple[Scheduling, str | None]] = {}
         # Moved pods whose verdict a later move can change (spread, affinity), with where they went:
         # each removal must leave every one of them where the scheduler would still let it be.
-        self.fragile: list[tuple[Pod, str]] = []
+        self.fragile: list[tuple[Pod, str]] = [(p, n) for p, n in booked if not pool.sticky(p)]
         # Destinations are the nodes that stay: never nodes that do not exist yet, unless asked.
         self.exclude: set[str] = set() if onto_upcoming else {n.name for n in pool.nodes if n.is_new}
         self.removed: dict[str, list[Removal]] = {name: [] for name in self.rules}
@@ -476,6 +477,7 @@ class _Planner:
             self._keep(c.name, c.group, gate)
             return
         fragile = self.fragile + [(p, n) for p, n in placement.placed if not self.pool.sticky(p)]
+        fragile = [(p, n) for p, n in fragile if not self.pool.is_retired(n) and n != c.name]
         broken = self._broken(fragile)
         if broken is not None:
             self.pool.undo(placement)
@@ -489,14 +491,11 @@ class _Planner:
         self._remove(c, since, forced=forced)
 
     def _broken(self, moved: list[tuple[Pod, str]]) -> str | None:
-        """A moved pod the scheduler would no longer let stay where the plan put it, now that this
-        node's pods have moved too (they may have emptied the zone that kept a spread in bounds)."""
-        pool = self.pool
-        for pod, node_name in moved:
-            reason = pool.recheck(pod, node_name)
-            if reason is not None:
-                return f"moving its pods would leave pod {pod.key} on {node_name} breaking its {reason}"
-        return None
+        """A pod this plan booked (a pending pod placed, a pod moved) that the scheduler would no
+        longer let stay where the plan put it, now that this node's pods have moved too (they may
+        have emptied the zone that kept a spread in bounds, or taken an affinity match away)."""
+        broken = self.pool.first_broken(moved)
+        return None if broken is None else f"moving its pods would leave {broken}"
 
     def _reschedule(self, c: _Candidate) -> Placement | str:
         """Book every mover on a node that stays (never on this one, on nodes already removed, or on
@@ -694,6 +693,7 @@ def plan_scale_down(
     exclusion_reasons: Mapping[str, str] | None = None,
     onto_upcoming: bool = False,
     preferred: frozenset[str] = frozenset(),
+    booked: Sequence[tuple[Pod, str]] = (),
 ) -> ScaleDownResult:
     """Named removals per group, the reasons the other candidates stay, and the new unneeded times.
 
@@ -703,7 +703,8 @@ def plan_scale_down(
     timers (a desired lowered by hand); `baseline[g]` is the capacity counted against min size (default:
     the ASG's desired); `approved` instance ids are never candidates again; `exclusion_reasons[g]` words
     why an excluded group keeps its nodes; `onto_upcoming` lets pods move onto nodes not yet running;
-    `preferred` instances (named by an open proposal) are tried first.
+    `preferred` instances (named by an open proposal) are tried first; `booked` are the pods the plan
+    placed before (pending pods, approved removals' moves), which no removal may strand.
     With `scaleDown.enabled: false` nothing is proposed and nothing tracked.
     """
     if not inputs.config.scale_down.enabled:
@@ -718,5 +719,6 @@ def plan_scale_down(
         exclusion_reasons or {},
         onto_upcoming,
         preferred,
+        booked,
     )
     return planner.run()

@@ -90,6 +90,8 @@ class ScaleUpResult:
     # pod key -> a node that existed before this plan and takes the pod once other groups have
     # grown (a spread minimum rose, an affinity match arrived)
     fits_after: Mapping[str, str] = field(default_factory=dict)
+    # every pending pod booked in this scale-up and its node, for the re-checks of later removals
+    placements: tuple[tuple[Pod, str], ...] = ()
 
 
 def plan_scale_up(
@@ -113,6 +115,7 @@ def plan_scale_up(
     refusals: dict[ClassKey, dict[str, str]] = {}  # pod class -> group -> why not there
     limit_hit: dict[str, str] = {}  # group -> the limit that stopped it
     new_names: set[str] = set()  # nodes this plan adds
+    placements: list[tuple[Pod, str]] = []  # pending pod -> node, in booking order
     round_number = 0
     shapes = _shapes(candidates)
     while remaining:
@@ -180,6 +183,8 @@ def plan_scale_up(
             else [by_name[best.group]] * len(chosen.nodes)
         )
         for node, owner in zip(chosen.nodes, owners, strict=True):
+            if owner.name != best.group:
+                node = _moved_to(node, owner)
             node.group = owner.name
             owner.added += 1
             pool.add_node(node)
@@ -187,6 +192,7 @@ def plan_scale_up(
             for pod in node.pods:
                 if not (pod.is_daemonset or pod.is_mirror):  # the new node's own pods
                     helped[pod.key] = owner.name
+                    placements.append((pod, node.name))
         limits.book(chosen.nodes[0], chosen.node_count)
         placed = {id(p) for p in chosen.placed}
         remaining = [p for p in remaining if id(p) not in placed]
@@ -195,6 +201,7 @@ def plan_scale_up(
         touched = [p for p in remaining if not pool.sticky(p)]
         if touched:
             late = pool.place(touched, exclude=exclude)
+            placements.extend(late.placed)
             for pod, node_name in late.placed:
                 target = pool.get(node_name)
                 if target is not None and node_name in new_names:
@@ -217,6 +224,7 @@ def plan_scale_up(
         pods_by_group=pods_by_group,
         not_helped=not_helped,
         fits_after=fits_after,
+        placements=tuple(placements),
     )
 
 
@@ -376,6 +384,17 @@ def balance(
     return owners
 
 
+def _moved_to(node: SimNode, owner: Candidate) -> SimNode:
+    """A new node balancing gives to another group: that group's node (its labels, zone, taints,
+    own pods) with the pending pods the chosen group's estimate put on it."""
+    assert owner.base is not None
+    moved = owner.base.copy(node.name)
+    for pod in node.pods:
+        if not (pod.is_daemonset or pod.is_mirror):
+            moved.add(pod)
+    return moved
+
+
 def _holds(candidate: Candidate, node: SimNode, ctx: PredicateContext) -> bool:
     assert candidate.base is not None
     trial = candidate.base.copy(node.name)
@@ -383,8 +402,8 @@ def _holds(candidate: Candidate, node: SimNode, ctx: PredicateContext) -> bool:
     for pod in node.pods:
         if pod.is_daemonset or pod.is_mirror:
             continue
-        if topology is not None and not topology.untouched(pod):
-            return False  # its place was judged against the chosen group's domains
+        if topology is not None and not (topology.untouched(pod) and not topology.counted(pod)):
+            return False  # placed against, or counted in, the chosen group's domains: it stays there
         if check(pod, trial, ctx) is not None:
             return False
         trial.add(pod)

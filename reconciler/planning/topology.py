@@ -764,6 +764,13 @@ class Topology:
         needs = self.needs(pod)
         return needs is None or needs.monotone
 
+    def counted(self, pod: Pod) -> bool:
+        """Whether some domain-wide rule counts this pod (another pod's spread or affinity selects it):
+        moving it to another domain changes what others were judged against."""
+        return any(counter.selects(pod) for counter in self._counters_for(pod.namespace)) or bool(
+            self._anti_terms(pod)
+        )
+
     def untouched(self, pod: Pod) -> bool:
         """No domain-wide rule bears on this pod: no needs of its own, no placed pod's anti-affinity
         term selects it. Its verdicts then depend on the node alone."""

@@ -120,6 +120,12 @@ def estimate(
     live: list[SimNode] = []  # opened nodes that may still take a remaining class, in open order
     placements: list[tuple[Pod, str]] = []
     capped: list[Pod] = []
+    # The group may open a node beyond those holding pods (another class, another round): an empty
+    # domain for spread (the hostname above all), as for every group that may grow.
+    extras = topology.extras if topology is not None else ()
+    added_base = topology is not None and not any(b is base for b in extras)
+    if added_base and topology is not None:
+        topology.set_extras((*extras, base))
     try:
         for k, c_index in enumerate(order):
             cls = classes[c_index]
@@ -133,6 +139,8 @@ def estimate(
         if topology is not None:
             for node in nodes:
                 topology.node_removed(node)
+            if added_base:
+                topology.set_extras(extras)
 
     return Estimate(
         node_count=len(nodes),

@@ -12,11 +12,15 @@ from __future__ import annotations
 
 from reconciler.inventory import Inventory
 from reconciler.model import Node
-from reconciler.planning.simnode import SimNode
+from reconciler.planning.simnode import TERMINAL_PHASES, SimNode
 
 
 def existing_node(node: Node, inventory: Inventory, cutoff: int) -> SimNode:
     """`node` with the pods bound or nominated to it that are not expendable below `cutoff`."""
-    pods = [p for p in inventory.pods_by_node.get(node.name, ()) if not p.is_expendable(cutoff)]
+    bound = inventory.pods_by_node.get(node.name, ())
+    pods = [p for p in bound if not p.is_expendable(cutoff)]
     pods += (p for p in inventory.nominated.get(node.name, ()) if not p.is_expendable(cutoff))
-    return SimNode.from_node(node, pods, inventory.group_of_node.get(node.name, ""))
+    sim = SimNode.from_node(node, pods, inventory.group_of_node.get(node.name, ""))
+    # The scheduler still counts them for spread and affinity (preemption frees room, not domains).
+    sim.shadow = tuple(p for p in bound if p.is_expendable(cutoff) and p.phase not in TERMINAL_PHASES)
+    return sim

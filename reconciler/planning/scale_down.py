@@ -234,6 +234,7 @@ class _Planner:
         self.fragile: list[tuple[Pod, str]] = [(p, n) for p, n in booked if not pool.sticky(p)]
         # Destinations are the nodes that stay: never nodes that do not exist yet, unless asked.
         self.exclude: set[str] = set() if onto_upcoming else {n.name for n in pool.nodes if n.is_new}
+        self.exclude.update(n.name for n in inventory.state.nodes if not n.ready)  # no home for a pod
         self.removed: dict[str, list[Removal]] = {name: [] for name in self.rules}
         self.total = 0
         self.moves: dict[str, tuple[tuple[Pod, str], ...]] = {}

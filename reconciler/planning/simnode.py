@@ -77,6 +77,7 @@ class SimNode:
         "pods",
         "pods_free",
         "ports",
+        "shadow",
         "taints",
         "unschedulable",
         "zones",
@@ -96,6 +97,7 @@ class SimNode:
     pods_free: int
     free: dict[str, int]
     pods: list[Pod]
+    shadow: tuple[Pod, ...]  # pods that take no room here but count for spread and affinity
     ports: dict[PortKey, list[str]]
     anti_terms: list[tuple[Pod, PodAffinityTerm]]
 
@@ -127,6 +129,7 @@ class SimNode:
         self.pods_free = values.get(PODS, DEFAULT_MAX_PODS)
         self.free = {k: v for k, v in values.items() if k not in (CPU, MEMORY, PODS)}
         self.pods = []
+        self.shadow = ()
         self.ports = {}
         self.anti_terms = []
 
@@ -216,6 +219,7 @@ class SimNode:
         new.pods_free = self.pods_free
         new.free = dict(self.free)
         new.pods = list(self.pods)
+        new.shadow = self.shadow
         new.ports = {k: list(v) for k, v in self.ports.items()}
         new.anti_terms = list(self.anti_terms)
         return new
@@ -336,7 +340,11 @@ def _template_labels(
     """
     base = dict(template_labels)
     base[HOSTNAME_LABEL] = name
-    zone_keys = [ZONE_LABEL] + ([LEGACY_ZONE_LABEL] if LEGACY_ZONE_LABEL in base else [])
+    # Every label that carries the sampled node's zone (topology.ebs.csi.aws.com/zone, custom ones)
+    # follows the zone AWS picks, not only the two standard keys.
+    sampled = base.get(ZONE_LABEL) or base.get(LEGACY_ZONE_LABEL)
+    zonal = (k for k, v in base.items() if k != ZONE_LABEL and (k == LEGACY_ZONE_LABEL or v == sampled))
+    zone_keys = [ZONE_LABEL, *sorted(zonal if sampled else ())]
     if len(zones) == 1:
         for key in zone_keys:
             base[key] = zones[0]

@@ -281,7 +281,9 @@ class Counter:
     def count_pods(self, node: SimNode, delta: int) -> None:
         namespaces, selects = self.namespaces, self.selects
         matching = sum(
-            1 for pod in node.pods if (namespaces is None or pod.namespace in namespaces) and selects(pod)
+            1
+            for pod in counted_pods(node)
+            if (namespaces is None or pod.namespace in namespaces) and selects(pod)
         )
         if matching:
             self.add(node, delta * matching)
@@ -345,7 +347,7 @@ class _PodIndex:
         """`add` for every pod of the node, inlined: this indexes the whole cluster once."""
         by_namespace = self.by_namespace
         key = id(node)
-        for pod in node.pods:
+        for pod in counted_pods(node):
             groups = by_namespace.get(pod.namespace)
             if groups is None:
                 groups = by_namespace[pod.namespace] = {}
@@ -371,6 +373,11 @@ class _PodIndex:
                     count = pods - terminating if counter.skip_deleting else pods
                     if count:
                         counter.add(node, count)
+
+
+def counted_pods(node: SimNode) -> list[Pod]:
+    """The node's pods as the scheduler counts them: booked ones and its shadow (expendable pods)."""
+    return [*node.pods, *node.shadow] if node.shadow else node.pods
 
 
 def zone_hint(good: list[str]) -> str:
@@ -527,14 +534,14 @@ class Topology:
         if trial:
             self._trials[id(node)] = node
         elif self._index is not None:
-            for pod in node.pods:
+            for pod in counted_pods(node):
                 self._index.add(pod, node, 1)
         for counter in self._counters.values():
             counter.count_pods(node, 1)
         for domains in self._domain_sets.values():
             if not ghost or domains.honours_taints:
                 domains.count(node, 1)
-        for pod in node.pods:
+        for pod in counted_pods(node):
             self._anti_count(pod, node, 1)
 
     def node_vacated(self, node: SimNode) -> None:
@@ -546,14 +553,14 @@ class Topology:
         self._version += 1
         self._ghosts[id(node)] = node
         if self._index is not None and id(node) not in self._trials:
-            for pod in node.pods:
+            for pod in counted_pods(node):
                 self._index.add(pod, node, -1)
         for counter in self._counters.values():
             counter.count_pods(node, -1)
         for domains in self._domain_sets.values():
             if domains.honours_taints:
                 domains.count(node, -1)
-        for pod in node.pods:
+        for pod in counted_pods(node):
             self._anti_count(pod, node, -1)
 
     def node_removed(self, node: SimNode) -> None:
@@ -824,12 +831,15 @@ class Topology:
         emptiest of them; a node in none of them brings a domain of its own with nothing in it."""
         key, counter = rule.key, rule.counter
         known: set[str] = set(counter.exists)
-        if key != HOSTNAME_LABEL:
-            version, extra = counter.extra_domains
-            if version != self._extras_version:
-                extra = frozenset(self._domains_of(counter, key, self.extras))
-                counter.extra_domains = (self._extras_version, extra)
-            known.update(extra)
+        # The groups that may grow add domains: their zones, and for the hostname a new node, which
+        # holds none of the pods until something is placed there (so the minimum is 0 while any
+        # group may grow: packing to a higher minimum would break once another group's empty node
+        # joins, as cluster-autoscaler's estimator assumes too).
+        version, extra = counter.extra_domains
+        if version != self._extras_version:
+            extra = frozenset(self._domains_of(counter, key, self.extras))
+            counter.extra_domains = (self._extras_version, extra)
+        known.update(extra)
         fresh = sorted(v for v in known if v not in counter.exists)
         if len(known) < rule.min_domains:
             lowest, where = 0, f"fewer than minDomains {rule.min_domains} domains"

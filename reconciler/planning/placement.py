@@ -85,8 +85,12 @@ class NodePool:
         "_by_label",
         "_cursors",
         "_demands",
+        "_domain_advanced",
+        "_domain_refused",
+        "_extras_seen",
         "_free",
         "_index",
+        "_lasting",
         "_retired",
         "_vacated",
         "classifier",
@@ -112,6 +116,12 @@ class NodePool:
         self._demands: dict[ClassKey, Demand] = {}
         self._by_label: dict[tuple[str, str], list[int]] | None = None  # built on first need
         self._vacated: set[str] = set()
+        # classes whose cursor passed nodes refused for anti-affinity elsewhere: any pod leaving may
+        # lift that, so they start over then
+        self._domain_advanced: set[ClassKey] = set()
+        self._domain_refused = False
+        self._lasting = False
+        self._extras_seen = -1
         self.classifier = classifier or Classifier()
         topology = ctx.topology
         if topology is not None:
@@ -150,12 +160,20 @@ class NodePool:
         self._retired[index] = True
         self._free.retire(index)
         self._vacated.add(name)
+        self._forget_domain_refusals()
         if self.ctx.topology is not None:
             self.ctx.topology.node_removed(self.nodes[index])
+
+    def _forget_domain_refusals(self) -> None:
+        if self._domain_advanced:
+            for key in self._domain_advanced:
+                self._cursors[key] = 0
+            self._domain_advanced.clear()
 
     def _vacate(self, name: str) -> None:
         """The node's pods stop counting for domain-wide constraints while they move off it."""
         self._vacated.add(name)
+        self._forget_domain_refusals()
         if self.ctx.topology is not None:
             self.ctx.topology.node_vacated(self.nodes[self._index[name]])
 
@@ -201,6 +219,7 @@ class NodePool:
         node = self.nodes[index]
         node.remove(pod)
         self._free.refresh(index, node)
+        self._forget_domain_refusals()
         if self.ctx.topology is not None:
             self.ctx.topology.pod_removed(pod, node)
 
@@ -321,6 +340,12 @@ class NodePool:
         cursor = self._cursors.get(key, 0)
         if saved is not None and key not in saved:
             saved[key] = cursor
+        # A refusal for anti-affinity in a domain lasts until a pod leaves it, as a node's own do.
+        if topology is not None and topology.extras_version != self._extras_seen:
+            self._forget_domain_refusals()  # the growing groups changed: spread minimums may rise
+            self._extras_seen = topology.extras_version
+        self._lasting = topology is not None and topology.lasting(pod)
+        self._domain_refused = False
         selector = pod.scheduling.node_selector
         candidates = self._labelled(selector) if selector else None
         if candidates is not None:
@@ -328,6 +353,8 @@ class NodePool:
         else:
             found, cursor = self._scan_free(pod, demand, cursor, exclude)
         self._cursors[key] = cursor
+        if self._domain_refused:
+            self._domain_advanced.add(key)
         return found
 
     def _scan_free(
@@ -363,7 +390,11 @@ class NodePool:
             ):
                 if topology is None or topology.check(pod, node) is None:
                     return node, cursor
-                advancing = False  # refused for counts elsewhere, which may change: not its own merit
+                if self._lasting and advancing:
+                    self._domain_refused = True  # anti-affinity only: lasts until a pod leaves
+                    cursor = position
+                else:
+                    advancing = False  # refused for counts elsewhere, which may change
             elif advancing:
                 cursor = position
 
@@ -405,7 +436,11 @@ class NodePool:
             if fits_besides_resources(pod, node, ctx, domains=False):
                 if topology is None or topology.check(pod, node) is None:
                     return node, cursor
-                advancing = False  # refused for counts elsewhere, which may change: not its own merit
+                if self._lasting and advancing:
+                    self._domain_refused = True  # anti-affinity only: lasts until a pod leaves
+                    cursor = i + 1
+                else:
+                    advancing = False  # refused for counts elsewhere, which may change
             elif advancing:
                 cursor = i + 1
         return None, (len(nodes) if advancing else cursor)

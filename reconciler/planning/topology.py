@@ -771,6 +771,23 @@ class Topology:
         needs = self.needs(pod)
         return needs is None or needs.monotone
 
+    def lasting(self, pod: Pod) -> bool:
+        """Whether a domain-wide refusal of this pod lasts until a pod leaves or the growing groups
+        change: anti-affinity only, or spread whose minimum is held at 0 by a domain with nothing in
+        it (adding pods then only raises counts)."""
+        needs = self.needs(pod)
+        if needs is None or needs.monotone:
+            return True
+        if needs.affinity is not None:
+            return False
+        return all(
+            s.lowest == 0 and s.count >= s.rule.min_domains and s.pinned for s in self._prepared(pod).spreads
+        )
+
+    @property
+    def extras_version(self) -> int:
+        return self._extras_version
+
     def counted(self, pod: Pod) -> bool:
         """Whether some domain-wide rule counts this pod (another pod's spread or affinity selects it):
         moving it to another domain changes what others were judged against."""
@@ -810,6 +827,15 @@ class Topology:
         needs = self.needs(pod)
         if needs is not None:
             prepared.spreads = [self._spread_state(rule) for rule in needs.spreads]
+            for spread in prepared.spreads:
+                # no counted node's domain has room under maxSkew: no node of the pool can take it
+                # (every counted domain holds at least min(hist); only a minimum held below that by an
+                # empty domain elsewhere can refuse them all)
+                sr = spread.rule
+                own, hist = (1 if sr.self_match else 0), sr.counter.hist
+                if hist and min(hist) + own - spread.lowest > sr.max_skew:
+                    prepared.nowhere = f"topology spread on {sr.key}: every domain is at maxSkew"
+                    break
             rule = needs.affinity
             if rule is not None:
                 prepared.affinity = rule
@@ -817,7 +843,9 @@ class Topology:
                     prepared.anywhere = True  # the first of a set with affinity to itself (scheduler)
                 else:
                     for key in rule.keys:
-                        if not any(n > 0 for (k, _), n in rule.counter.lo.items() if k == key):
+                        if prepared.nowhere is None and not any(
+                            n > 0 for (k, _), n in rule.counter.lo.items() if k == key
+                        ):
                             prepared.nowhere = f"required pod affinity on {key}: no matching pod in any {key}"
                             break
             prepared.antis = [(anti.key, anti.counter.hi) for anti in needs.antis]
@@ -830,7 +858,7 @@ class Topology:
         """The rule's known domains (counted nodes, and zones groups may add nodes in) and the
         emptiest of them; a node in none of them brings a domain of its own with nothing in it."""
         key, counter = rule.key, rule.counter
-        known: set[str] = set(counter.exists)
+        exists = counter.exists
         # The groups that may grow add domains: their zones, and for the hostname a new node, which
         # holds none of the pods until something is placed there (so the minimum is 0 while any
         # group may grow: packing to a higher minimum would break once another group's empty node
@@ -839,9 +867,10 @@ class Topology:
         if version != self._extras_version:
             extra = frozenset(self._domains_of(counter, key, self.extras))
             counter.extra_domains = (self._extras_version, extra)
-        known.update(extra)
-        fresh = sorted(v for v in known if v not in counter.exists)
-        if len(known) < rule.min_domains:
+        fresh = sorted(v for v in extra if v not in exists)  # per growing group: a few, not per node
+        pinned = bool(fresh)  # an empty domain no booking can fill: the minimum stays 0
+        count = len(exists) + len(fresh)
+        if count < rule.min_domains:
             lowest, where = 0, f"fewer than minDomains {rule.min_domains} domains"
         elif fresh:
             lowest, where = 0, fresh[0]
@@ -850,11 +879,11 @@ class Topology:
             where = (
                 "the emptiest node"
                 if key == HOSTNAME_LABEL
-                else min(v for v in counter.exists if counter.lo.get((key, v), 0) == lowest)
+                else min(v for v in exists if counter.lo.get((key, v), 0) == lowest)
             )
         else:
             lowest, where = 0, "no domain"
-        return _Spread(rule, known, len(known), lowest, where)
+        return _Spread(rule, extra, count, lowest, where, pinned)
 
     def _check(self, pod: Pod, node: SimNode) -> str | None:
         prepared = self._prepared(pod)
@@ -896,10 +925,13 @@ class Topology:
 class _Spread:
     """A spread rule's domains as they stand (see Topology._spread_state)."""
 
-    __slots__ = ("count", "known", "lowest", "rule", "where")
+    __slots__ = ("count", "extra", "lowest", "pinned", "rule", "where")
 
-    def __init__(self, rule: SpreadRule, known: set[str], count: int, lowest: int, where: str) -> None:
-        self.rule, self.known, self.count, self.lowest, self.where = rule, known, count, lowest, where
+    def __init__(
+        self, rule: SpreadRule, extra: frozenset[str], count: int, lowest: int, where: str, pinned: bool
+    ) -> None:
+        self.rule, self.extra, self.count, self.lowest, self.where = rule, extra, count, lowest, where
+        self.pinned = pinned
 
 
 class _Prepared:
@@ -928,7 +960,7 @@ def _spread_check(spread: _Spread, node: SimNode) -> str | None:
     for value in values:
         if value is None:
             return f"topology spread on {key}: node has no {key} label"
-        if value in spread.known:
+        if value in spread.extra or value in rule.counter.exists:
             lowest, where = spread.lowest, spread.where
         else:
             lowest, where = 0, value  # a domain of its own, with nothing in it yet

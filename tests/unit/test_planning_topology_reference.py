@@ -287,6 +287,30 @@ def _vacate(
     return placed
 
 
+def _book_or_free(
+    op: str,
+    pool: NodePool,
+    data: st.DataObject,
+    pending: list[Pod],
+    placed: list[tuple[Pod, str]],
+    history: list[str],
+) -> list[tuple[Pod, str]]:
+    """One pool operation of the operation fuzzers: place a pending pod, take one back, or vacate a node."""
+    if op == "place":
+        p = data.draw(st.sampled_from(pending))
+        if not any(q is p for q, _ in placed):
+            placed.extend(pool.place([p]).placed)
+    elif op == "remove" and placed:
+        i = data.draw(st.integers(0, len(placed) - 1))
+        p, name = placed[i]
+        if not pool.is_retired(name):
+            placed.pop(i)
+            pool.remove_pod(p, name)
+    elif op == "vacate":
+        placed = _vacate(pool, data, placed, history)
+    return placed
+
+
 @fuzz(190)
 @given(cluster(), st.data())
 def test_pool_operations_keep_topology_equal_to_the_reference(
@@ -304,18 +328,8 @@ def test_pool_operations_keep_topology_equal_to_the_reference(
     for step in range(data.draw(st.integers(1, 8))):
         op = data.draw(st.sampled_from(["place", "remove", "vacate", "estimate", "add", "place"]))
         history.append(op)
-        if op == "place":
-            p = data.draw(st.sampled_from(pending))
-            if not any(q is p for q, _ in placed):
-                placed.extend(pool.place([p]).placed)
-        elif op == "remove" and placed:
-            i = data.draw(st.integers(0, len(placed) - 1))
-            p, name = placed[i]
-            if not pool.is_retired(name):
-                placed.pop(i)
-                pool.remove_pod(p, name)
-        elif op == "vacate":
-            placed = _vacate(pool, data, placed, history)
+        if op in ("place", "remove", "vacate"):
+            placed = _book_or_free(op, pool, data, pending, placed, history)
         elif op == "estimate":
             zone = data.draw(st.sampled_from(ZONES))
             base = SimNode.from_template(make_template(zone), (), name="tmpl", zones=(zone,), group="g")
@@ -355,18 +369,8 @@ def test_incremental_topology_equals_a_fresh_one(world_: ClusterWorld, data: st.
     for step in range(1, data.draw(st.integers(1, 10)) + 1):
         op = data.draw(st.sampled_from(["place", "remove", "vacate", "estimate", "add"]))
         history.append(op)
-        if op == "place":
-            p = data.draw(st.sampled_from(pending))
-            if not any(q is p for q, _ in placed):
-                placed.extend(pool.place([p]).placed)
-        elif op == "remove" and placed:
-            i = data.draw(st.integers(0, len(placed) - 1))
-            p, name = placed[i]
-            if not pool.is_retired(name):
-                placed.pop(i)
-                pool.remove_pod(p, name)
-        elif op == "vacate":
-            placed = _vacate(pool, data, placed, history)
+        if op in ("place", "remove", "vacate"):
+            placed = _book_or_free(op, pool, data, pending, placed, history)
         elif op in ("estimate", "add"):
             zones = tuple(data.draw(st.lists(st.sampled_from(ZONES), min_size=1, max_size=3, unique=True)))
             base = SimNode.from_template(make_template(None), (), name=f"b{step}", zones=zones, group="g")

@@ -1,20 +1,21 @@
 """Constraints the scheduler judges over a whole topology domain, not one node: topology spread on
-any key but the hostname, required pod affinity on any key, and required pod anti-affinity on any key
-but the hostname — the pod's own terms and the terms of pods already placed against it.
+any key (the hostname too), required pod affinity on any key, and required pod anti-affinity on any
+key but the hostname — the pod's own terms and the terms of pods already placed against it.
 
 The scheduler answers these from counts over every node (its PreFilter step); so does `Topology`,
 which keeps those counts in step with the NodePool as pods are booked, taken back, and nodes are added,
-vacated or retired, and which the estimator books its trial nodes into and takes them back from. Each
-distinct need (a spread constraint of one controller, an affinity term set, ...) gets one `Counter`,
-made the first time a pod with that need is checked and filled from an index of the pool's pods by
-namespace and label map (pods of one controller share one), so a plan pays per distinct need.
+vacated or retired, and with the trial nodes an estimate opens and closes. Each distinct need (a
+spread constraint of one controller, an affinity term set, ...) gets one `Counter`, made the first
+time a pod with that need is checked and filled from an index of the pool's pods by namespace and
+label map (pods of one controller share one), so a plan pays per distinct need; the spread counters
+of one node filter share a `DomainSet` (which domains exist).
 
 Counts are kept twice where a new node's zone is not known (a multi-AZ group: AWS picks the zone):
 `hi` counts a pod in every zone its node may be in, `lo` only where it certainly is. Every check
 takes the side that refuses more: conflicts and the node's own domain from `hi`, existence (affinity)
-and the emptiest domain (spread) from `lo`. Hostname spread and anti-affinity stay per-node checks
-in predicates.py; hostname affinity is counted here by node name (new nodes share a placeholder
-hostname label).
+and the emptiest domain (spread) from `lo`. Hostname anti-affinity stays a per-node check in
+predicates.py; hostname spread and affinity are counted here by node name for new nodes (they share a
+placeholder hostname label).
 """
 
 from __future__ import annotations

@@ -14,7 +14,9 @@ from tests.e2e.run_process import RunProcess, wait_for
 from tests.e2e.test_cli_apply import World, approved
 from tests.fakes import k8s_objects as k
 
-pytestmark = pytest.mark.xdist_group("run-loop")  # real processes and timings: one worker
+# Real processes with timing bounds, and the CPU-heavy fuzzers: one worker, in turn (a fuzzer beside a
+# Ctrl-C test on 2 cores made the process miss its bound).
+pytestmark = pytest.mark.xdist_group("timing")
 
 PLAN_LEASE = "asg-reconciler-plan-leader-prod"
 

@@ -7,6 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+# Real processes with timing bounds, and the CPU-heavy fuzzers: one worker, in turn (a fuzzer beside a
+# Ctrl-C test on 2 cores made the process miss its bound).
+pytestmark = pytest.mark.xdist_group("timing")
+
 
 def test_demo_runs_end_to_end() -> None:
     result = subprocess.run(

@@ -25,6 +25,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from unittest import mock
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -68,6 +69,11 @@ GHOST = Taint("ToBeDeletedByClusterAutoscaler", "", "NoSchedule")
 
 NodeSpec = tuple[str, dict[str, str], tuple[Taint, ...]]  # name, labels, taints
 ClusterWorld = tuple[list[NodeSpec], list[Pod], list[Pod]]
+
+
+# Real processes with timing bounds, and the CPU-heavy fuzzers: one worker, in turn (a fuzzer beside a
+# Ctrl-C test on 2 cores made the process miss its bound).
+pytestmark = pytest.mark.xdist_group("timing")
 
 
 def fuzz(examples: int) -> settings:

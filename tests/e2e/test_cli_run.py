@@ -14,8 +14,7 @@ from tests.e2e.run_process import RunProcess, wait_for
 from tests.e2e.test_cli_apply import World, approved
 from tests.fakes import k8s_objects as k
 
-# Real processes with timing bounds, and the CPU-heavy fuzzers: one worker, in turn (a fuzzer beside a
-# Ctrl-C test on 2 cores made the process miss its bound).
+# Real processes with timing bounds: one worker, in turn.
 pytestmark = pytest.mark.xdist_group("timing")
 
 PLAN_LEASE = "asg-reconciler-plan-leader-prod"

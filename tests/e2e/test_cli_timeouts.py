@@ -34,8 +34,7 @@ from tests.fakes import k8s_objects as k
 from tests.fixtures_aws import isolate_aws_env
 from tests.fixtures_kube import write_kubeconfig
 
-# Real processes with timing bounds, and the CPU-heavy fuzzers: one worker, in turn (a fuzzer beside a
-# Ctrl-C test on 2 cores made the process miss its bound).
+# Real processes with timing bounds: one worker, in turn.
 pytestmark = pytest.mark.xdist_group("timing")
 
 

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-# Real processes with timing bounds, and the CPU-heavy fuzzers: one worker, in turn (a fuzzer beside a
-# Ctrl-C test on 2 cores made the process miss its bound).
+# Real processes with timing bounds: one worker, in turn.
 pytestmark = pytest.mark.xdist_group("timing")
 
 

@@ -25,7 +25,6 @@ from reconciler.model import (
     MEMORY,
     ZONE_LABEL,
     ClusterState,
-    LabelSelector,
     Pod,
     PodAffinityTerm,
     Scheduling,
@@ -40,11 +39,15 @@ from reconciler.planning.selectors import (
     untolerated_taint,
 )
 from reconciler.planning.simnode import ANY_IP, SimNode
-from reconciler.planning.topology import Topology, with_label_keys, zone_hint
+from reconciler.planning.topology import (
+    DO_NOT_SCHEDULE,
+    EMPTY_SELECTOR,
+    Topology,
+    with_label_keys,
+    zone_hint,
+)
 
-DO_NOT_SCHEDULE = "DoNotSchedule"
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", NO_SCHEDULE)
-EMPTY_SELECTOR = LabelSelector()
 
 
 @dataclass(frozen=True, slots=True)

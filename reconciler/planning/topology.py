@@ -768,10 +768,6 @@ class Topology:
 
     # ------------------------------------------------------------------------------ verdicts
 
-    def monotone(self, pod: Pod) -> bool:
-        needs = self.needs(pod)
-        return needs is None or needs.monotone
-
     def lasting(self, pod: Pod) -> bool:
         """Whether a domain-wide refusal of this pod lasts until a pod leaves or the growing groups
         change: anti-affinity only, or spread whose minimum is held at 0 by a domain with nothing in

@@ -1,0 +1,54 @@
+"""Is a snapshot whole enough to decide on? Pure: the state read from it and the groups in, a refusal out.
+
+A dump of pods alone (`kubectl get pods -A -o json`) reads as a cluster in which no instance ever
+registered: every InService instance looks "unregistered longer than maxNodeProvisionTime", a plan
+writes that to the state branch, and removing healthy nodes is the next step. A dump of nodes alone
+looks like a cluster with nothing running, so every node looks idle. Neither can be told from a real
+cluster by what is in it, only by what is missing, so both are refused before anything is decided.
+An empty kubectl List is a real answer (an empty cluster) as long as AWS agrees: no group has an
+InService instance that a node should stand for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from reconciler.errors import UserError
+from reconciler.model import ClusterState, NodeGroup
+
+# The dump the docs tell users to make (README "--snapshot"): every kind the planner reads.
+COMPLETE_DUMP = "kubectl get nodes,pods,pdb,daemonsets,pv,pvc,namespaces -A -o json"
+
+IN_SERVICE = "InService"
+_NAMED_GROUPS = 3  # groups named in the message; the rest are counted
+
+
+def require_complete(state: ClusterState, groups: Sequence[NodeGroup], source: str) -> None:
+    """Raise a one-line UserError naming `source`, what it lacks and `COMPLETE_DUMP`, when the
+    snapshot has no Node objects while a group has InService instances, or no Pods while it has
+    Node objects. Pending or terminating instances alone may have no node yet, so they ask nothing."""
+    if not state.nodes:
+        serving = [(g.name, n) for g in groups if (n := _in_service(g))]
+        if serving:
+            total = sum(n for _, n in serving)
+            raise UserError(
+                f"{source}: no Node objects, but AWS has {total} InService instance(s) "
+                f"({_describe(serving)}): every one would look unregistered; "
+                f"dump the whole cluster with {COMPLETE_DUMP}"
+            )
+    elif not state.pods:
+        raise UserError(
+            f"{source}: no Pods, but {len(state.nodes)} Node object(s): every node would look idle; "
+            f"dump the whole cluster with {COMPLETE_DUMP}"
+        )
+
+
+def _in_service(group: NodeGroup) -> int:
+    return sum(1 for i in group.instances if i.lifecycle_state == IN_SERVICE)
+
+
+def _describe(serving: Sequence[tuple[str, int]]) -> str:
+    """`general: 3, spot: 2, gpu: 1 and 4 more groups`: short enough for one line at 200 groups."""
+    shown = ", ".join(f"{name}: {count}" for name, count in serving[:_NAMED_GROUPS])
+    rest = len(serving) - _NAMED_GROUPS
+    return f"{shown} and {rest} more group(s)" if rest > 0 else shown

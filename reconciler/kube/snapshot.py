@@ -9,6 +9,11 @@ Accepted, so users can feed whatever they have:
 
 A single JSON document (the large case) is decoded with the pruned schemas of `kube.schema`.
 
+An empty list (`{"kind": "List", "items": []}`, what kubectl prints for a cluster with nothing in
+it) is a snapshot of an empty cluster: no nodes, no pods. An empty file, or JSON with no objects and
+no list, is not a snapshot. Whether a snapshot is whole enough to plan on (nodes and pods both there)
+is `reconciler.snapshot_completeness`'s question, asked once the ASGs are known.
+
 Namespaces come from whatever Namespace objects the snapshot holds (`kubectl get namespaces`); a
 snapshot without any (`kubectl cluster-info dump` prints none) leaves `ClusterState.namespaces` None:
 not read.
@@ -31,6 +36,7 @@ from reconciler.errors import UserError
 from reconciler.kube.schema import READ_KINDS, envelope_decoder, item_decoder, kind_decoder
 from reconciler.kube.state import StateBuilder
 from reconciler.model import ClusterState
+from reconciler.snapshot_completeness import COMPLETE_DUMP
 
 _SUFFIXES = (".json", ".yaml", ".yml")
 _NO_KIND = (
@@ -38,6 +44,10 @@ _NO_KIND = (
 )
 
 Object = tuple[str, Mapping[str, Any]]
+
+# What a kubectl list yields for itself before its items, so an empty one still counts as kubectl
+# output (an empty cluster) while an empty file does not; never a Kubernetes kind, never added.
+_A_LIST: Object = ("<list>", {})
 
 
 def read_snapshot(path: Path, now: datetime) -> ClusterState:
@@ -57,12 +67,15 @@ def _read_snapshot(path: Path, now: datetime) -> ClusterState:
         raise UserError(f"{path}: no .json or .yaml files in this directory (pass a kubectl dump)")
     found = 0
     for file in files:
-        for kind, raw in _objects(file):
+        for found_object in _objects(file):
+            found += 1
+            if found_object is _A_LIST:
+                continue
+            kind, raw = found_object
             try:
                 builder.add(kind, raw)
             except UserError as exc:
                 raise UserError(f"{file}: {exc}") from None
-            found += 1
     if found == 0:
         raise UserError(f"{path}: no Kubernetes objects found (expected kubectl -o json or -o yaml output)")
     return builder.build(now)
@@ -72,9 +85,7 @@ def _files(path: Path) -> list[Path]:
     if path.is_dir():
         return sorted(p for p in path.rglob("*") if p.suffix in _SUFFIXES and p.is_file())
     if not path.exists():
-        raise UserError(
-            f"{path}: snapshot file not found (create one with kubectl get nodes,pods,... -o json)"
-        )
+        raise UserError(f"{path}: snapshot file not found (create one with {COMPLETE_DUMP})")
     return [path]
 
 
@@ -112,6 +123,8 @@ def _pruned(envelope: Mapping[str, Any], data: bytes, file: Path) -> Iterator[Ob
             if kind in READ_KINDS:
                 yield kind, item_decoder(kind).decode(data)
             return
+        if kind:
+            yield _A_LIST
         item_kind = kind[: -len("List")] if kind and kind != "List" else ""
         for raw in envelope["items"]:
             this_kind = item_kind or kind_decoder.decode(raw).get("kind", "")
@@ -166,6 +179,8 @@ def _flatten(document: Any, file: Path, inherited_kind: str = "") -> Iterator[Ob
         raise UserError(f"{file}: expected Kubernetes objects, found a {type(document).__name__}")
     kind = document.get("kind") or inherited_kind
     if "items" in document and (not kind or kind.endswith("List")):
+        if kind:
+            yield _A_LIST
         item_kind = kind[: -len("List")] if kind and kind != "List" else ""
         for item in document.get("items") or ():
             yield from _flatten(item, file, item_kind)

@@ -113,11 +113,11 @@ def plan(config_file: str | None, output: str, snapshot: Path | None, dry_run: b
     if output == "table":
         click.echo(render_plan_table(run.plan), nl=False)
     elif output == "json":
-        click.echo(to_json(run.plan.to_dict()), nl=False)
+        click.echo(to_json({**run.plan.to_dict(), "awsCalls": dict(run.aws_calls)}), nl=False)
     elif output == "csv":
         click.echo(render_plan_csv(run.plan), nl=False)
     else:
-        click.echo(to_yaml(run.plan.to_dict()), nl=False)
+        click.echo(to_yaml({**run.plan.to_dict(), "awsCalls": dict(run.aws_calls)}), nl=False)
     if run.published is not None:
         for note in run.published.notes or ("nothing to write: Git already says this",):
             click.echo(note, err=output != "table")

@@ -129,6 +129,12 @@ class RunConfig:
 
 
 @dataclass(frozen=True)
+class AwsConfig:
+    # how long `run` trusts what it described of the ASGs (cluster-autoscaler's is a fixed minute)
+    refresh_interval: timedelta = timedelta(minutes=1)
+
+
+@dataclass(frozen=True)
 class KubernetesConfig:
     kubeconfig: str = ""
     context: str = ""
@@ -162,6 +168,7 @@ class Config:
     approval: ApprovalConfig = ApprovalConfig()
     apply: ApplyConfig = ApplyConfig()
     run: RunConfig = RunConfig()
+    aws: AwsConfig = AwsConfig()
     kubernetes: KubernetesConfig = KubernetesConfig()
     node_templates: NodeTemplatesConfig = NodeTemplatesConfig()
     source: str = field(default="", compare=False)
@@ -325,6 +332,7 @@ def _build(data: dict[str, Any], label: str) -> Config:
             retry_period=_duration(run["retryPeriod"]),
             shutdown_grace_period=_duration(run["shutdownGracePeriod"]),
         ),
+        aws=AwsConfig(refresh_interval=_duration(data["aws"]["refreshInterval"])),
         kubernetes=KubernetesConfig(
             kube.get("kubeconfig", ""),
             kube.get("context", ""),

@@ -444,7 +444,7 @@ class NodeGroup:
     tags: Mapping[str, str]
     suspended_processes: tuple[str, ...] = ()
     has_scaling_policies: bool = False
-    has_instance_refresh: bool = False
+    has_instance_refresh: bool | None = None  # None: not asked (plan and apply ask when it matters)
     instance_weights: Mapping[str, int] = field(default_factory=dict)  # mixed instances
     instance_types: tuple[str, ...] = ()  # launch template / configuration / overrides, in order
     asg_min_size: int = 0  # the ASG's own bounds (min/max above may come from an explicit spec)

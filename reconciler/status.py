@@ -8,7 +8,7 @@ applied, and an AWS desired above the manifest (changed outside the tool, or low
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -137,6 +137,7 @@ class StatusReport:
     warnings: tuple[str, ...]
     manifest: str | None = None  # where the manifest was read from, when it was
     proposal: ProposalStatus | None = None
+    aws_calls: Mapping[str, int] = field(default_factory=dict)  # requests per API this status made
 
     def to_dict(self) -> dict[str, Any]:
         """The public JSON shape (schemas/status.schema.json)."""
@@ -156,6 +157,7 @@ class StatusReport:
                 "openedAt": proposal.opened_at.isoformat(),
                 "removals": {k: list(v) for k, v in proposal.removals.items()},
             },
+            "awsCalls": dict(self.aws_calls),
         }
 
     def to_csv(self) -> str:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-from reconciler.aws.clients import aws_clients
-from reconciler.aws.discovery import discover_node_groups
+from reconciler.aws.discovery import ClusterView
+from reconciler.aws.reader import AwsReader
 from reconciler.config import Config
 from reconciler.inventory import Inventory, build_inventory
 from reconciler.kube.client import api_client
@@ -22,8 +22,25 @@ def read_cluster(config: Config, snapshot: Path | None, now: datetime) -> Cluste
     return LiveReader(api_client(config.kubernetes), config.kubernetes.page_size).read(now)
 
 
-def observe(config: Config, snapshot: Path | None, now: datetime) -> Inventory:
+def cluster_view(state: ClusterState) -> ClusterView:
+    """Instances with a node, and with a Ready schedulable one (the inventory's template source)."""
+    nodes = [n for n in state.nodes if n.instance_id]
+    return ClusterView(
+        registered=frozenset(n.instance_id for n in nodes),
+        ready=frozenset(n.instance_id for n in nodes if n.ready and not n.unschedulable),
+    )
+
+
+def observe(
+    config: Config,
+    snapshot: Path | None,
+    now: datetime,
+    reader: AwsReader | None = None,
+    *,
+    refreshes: bool = False,
+) -> Inventory:
+    """`refreshes`: ask every group whether an instance refresh is under way (`status`); plan and
+    apply ask only for the groups whose answer changes what they do."""
     state = read_cluster(config, snapshot, now)
-    autoscaling, ec2 = aws_clients(config)
-    groups = discover_node_groups(config, autoscaling, ec2)
+    groups = (reader or AwsReader(config)).node_groups(config, cluster_view(state), refreshes=refreshes)
     return build_inventory(state, groups)

@@ -2,6 +2,8 @@
 
 import logging
 
+import pytest
+
 pytest_plugins = [
     "tests.fixtures_aws",
     "tests.fixtures_kube",
@@ -12,3 +14,10 @@ pytest_plugins = [
 # our code handles, e.g. DescribeInstanceRefreshes): once a CLI run in this process has installed
 # its log handler, that would fill the test output. Our own loggers are untouched.
 logging.getLogger("werkzeug").disabled = True
+
+
+@pytest.fixture(autouse=True)
+def _own_cache_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test its own $XDG_CACHE_HOME (clones, the AWS facts cache): nothing leaks between tests
+    or into the user's ~/.cache. Child processes inherit it."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache-home")))

@@ -51,6 +51,8 @@ class Effects:
     off for the cluster and the group: it raises otherwise);
     `observe` gives the cluster and the ASGs as they are now (the re-checks before each batch);
     `intend` records that an instance is about to be terminated, before the call (write-ahead);
+    `refreshing(group)`: an instance refresh is under way in the group (asked only when the answer
+    matters: apply is about to change it);
     `stopping(finishes_by)`: the `run` loop is stopping and a step that ends by `finishes_by`
     (time.monotonic) would not end within its grace period: the step is abandoned safely.
     """
@@ -64,3 +66,6 @@ class Effects:
     # whether an instance is going away (terminating, shut down, gone): its node keeps our taint
     going_away: Callable[[str], bool] = lambda instance: False
     stopping: Callable[[float], bool] = lambda finishes_by: False
+    # whether an instance refresh is replacing the group's instances, asked of AWS right before
+    # apply would change the group (one DescribeInstanceRefreshes each, only for groups it changes)
+    refreshing: Callable[[str], bool] = lambda group: False

@@ -114,8 +114,6 @@ def _sync_group(
         raise RefusedError(inputs.suspended[group.name])
     if group.has_scaling_policies:
         raise RefusedError("the ASG has scaling policies: another writer changes its desired capacity")
-    if group.has_instance_refresh:
-        raise RefusedError("an instance refresh is in progress: instances are being replaced")
     base = baseline(group, committed)
     _recover_intents(inputs, group, run)
     intended = _drift(inputs, group, base, run)
@@ -125,6 +123,8 @@ def _sync_group(
             f"({group.desired - base.manual_decrease}): not applied; the next plan proposes which "
             "instances to remove (apply never lowers desired by a number, rule 2)"
         )
+    if intended > group.desired or base.approved_present:
+        _refuse_if_refreshing(group, effects)
     if intended > group.desired:
         _raise(inputs, group, intended, run, effects)
     for instance in base.approved_standby:
@@ -145,6 +145,15 @@ def _sync_group(
         if removal is not None:
             chosen.append(removal)
     return chosen
+
+
+def _refuse_if_refreshing(group: NodeGroup, effects: Effects) -> None:
+    """Asked only of a group this run would change: an instance refresh is another writer."""
+    refreshing = group.has_instance_refresh
+    if refreshing is None:
+        refreshing = effects.refreshing(group.name)
+    if refreshing:
+        raise RefusedError("an instance refresh is in progress: instances are being replaced")
 
 
 def _recover_intents(inputs: ApplyInputs, group: NodeGroup, run: GroupRun) -> None:

@@ -16,9 +16,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from reconciler.aws.cache import FactCache
 from reconciler.aws.clients import aws_errors
 from reconciler.aws.groups import (
     DELETING,
+    Ec2Facts,
     RefreshChecker,
     asg_tags,
     build_node_group,
@@ -26,7 +28,7 @@ from reconciler.aws.groups import (
     groups_with_policies,
 )
 from reconciler.aws.instance_types import describe_instance_types
-from reconciler.aws.launch import launch_types
+from reconciler.aws.launch import described_types, launch_types
 from reconciler.config import Config, NodeGroupsConfig
 from reconciler.errors import UserError
 from reconciler.model import NodeGroup
@@ -184,24 +186,86 @@ def describe_by_names(autoscaling: AutoScalingClient, names: Iterable[str]) -> l
     return groups
 
 
+@dataclass(frozen=True)
+class ClusterView:
+    """What the cluster already says about instances, so AWS is not asked it again: which have a node
+    (no DescribeInstances: launch time only matters before a node registers), and which have a
+    Ready, schedulable one (the inventory builds that group's template from the node, so its launch
+    template is not resolved). Empty: nothing known, ask everything."""
+
+    registered: frozenset[str] = frozenset()
+    ready: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Described:
+    """One reading of the ASGs and the region's scaling policies: what `run` reuses for
+    `aws.refreshInterval`."""
+
+    found: tuple[FoundAsg, ...]
+    with_policies: frozenset[str]
+
+
+def describe(config: Config, autoscaling: AutoScalingClient) -> Described:
+    """ceil(groups / 100) DescribeAutoScalingGroups pages per spec and the region's DescribePolicies."""
+    with aws_errors("describing node groups"):
+        found = discover_asgs(config.node_groups, autoscaling, config.source)
+        return Described(found, groups_with_policies(autoscaling) if found else frozenset())
+
+
+def needs_template(asg: AutoScalingGroupTypeDef, view: ClusterView) -> bool:
+    return not any(i["InstanceId"] in view.ready for i in asg.get("Instances", []))
+
+
+def unregistered_ids(described: Described, view: ClusterView) -> list[str]:
+    return [
+        i["InstanceId"]
+        for f in described.found
+        for i in f.asg.get("Instances", [])
+        if i["InstanceId"] not in view.registered
+    ]
+
+
 def discover_node_groups(
-    config: Config, autoscaling: AutoScalingClient, ec2: EC2Client
+    config: Config,
+    autoscaling: AutoScalingClient,
+    ec2: EC2Client,
+    view: ClusterView = ClusterView(),
+    *,
+    refreshes: bool = True,
+    described: Described | None = None,
+    facts: FactCache | None = None,
+    launched: Mapping[str, Ec2Facts] | None = None,
 ) -> tuple[NodeGroup, ...]:
     """Every node group the config names, fully described, sorted by name.
 
+    Asks AWS only what the ASG descriptions (`described`, else read now) and the cluster (`view`) do
+    not already say: launch templates and instance types for groups without a Ready node,
+    DescribeInstances for instances without a node that `launched` does not know, and instance
+    refreshes only with `refreshes` (`status`; plan and apply ask per group when it matters).
     Raises UserError for config problems (bad spec, unknown explicit ASG, no credentials) and
     OperationError when AWS still fails after botocore's retries.
     """
+    described = described or describe(config, autoscaling)
+    if not described.found:
+        return ()
     with aws_errors("describing node groups"):
-        found = discover_asgs(config.node_groups, autoscaling, config.source)
-        if not found:
-            return ()
-        asgs = [f.asg for f in found]
-        launches = launch_types(autoscaling, ec2, asgs)
-        known_types = describe_instance_types(ec2, {t for lt in launches.values() for t in lt.instance_types})
-        ec2_facts = fetch_instances(ec2, (i["InstanceId"] for asg in asgs for i in asg.get("Instances", [])))
-        with_policies = groups_with_policies(autoscaling)
-        refreshes = RefreshChecker(autoscaling)
+        asgs = [f.asg for f in described.found]
+        templated = [asg for asg in asgs if needs_template(asg, view)]
+        max_age = config.aws.refresh_interval.total_seconds()
+        launches = launch_types(autoscaling, ec2, templated, facts, max_age)
+        for asg in asgs:
+            if asg["AutoScalingGroupName"] not in launches:
+                launches[asg["AutoScalingGroupName"]] = described_types(asg)
+        known_types = describe_instance_types(
+            ec2, {t for asg in templated for t in launches[asg["AutoScalingGroupName"]].instance_types}, facts
+        )
+        known = launched or {}
+        ec2_facts = dict(known)
+        ec2_facts.update(
+            fetch_instances(ec2, (i for i in unregistered_ids(described, view) if i not in known))
+        )
+        refreshing = RefreshChecker(autoscaling)
         region = str(ec2.meta.region_name or "")
         return tuple(
             build_node_group(
@@ -209,11 +273,11 @@ def discover_node_groups(
                 f.explicit,
                 launch=launches[f.name],
                 ec2_facts=ec2_facts,
-                has_policies=f.name in with_policies,
-                has_refresh=refreshes.active(f.name),
+                has_policies=f.name in described.with_policies,
+                has_refresh=refreshing.active(f.name) if refreshes else None,
                 known_types=known_types,
                 region=region,
                 settings=config.node_templates,
             )
-            for f in found
+            for f in described.found
         )

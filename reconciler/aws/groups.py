@@ -1,9 +1,10 @@
 """One model.NodeGroup per ASG: its size, instances, and whatever else might be changing it.
 
 Scaling policies and instance refreshes are other writers of the same ASG (invariant 7), so they are
-described here for apply's gates. The describe calls are batched across groups: DescribePolicies once
+described for apply's gates. The describe calls are batched across groups: DescribePolicies once
 for the whole region rather than once per group; DescribeInstances by instance-id filter, 200 ids a
-call. DescribeInstanceRefreshes only takes one group at a time.
+call, and only for instances without a node. DescribeInstanceRefreshes only takes one group at a
+time, so it is asked only where the answer changes a decision (docs/aws-calls.md).
 """
 
 from __future__ import annotations
@@ -150,7 +151,7 @@ def build_node_group(
     launch: LaunchTypes,
     ec2_facts: Mapping[str, Ec2Facts],
     has_policies: bool,
-    has_refresh: bool,
+    has_refresh: bool | None,
     known_types: Mapping[str, InstanceTypeInfo],
     region: str,
     settings: NodeTemplatesConfig,

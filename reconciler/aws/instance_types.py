@@ -1,7 +1,8 @@
 """EC2 instance type facts a node template needs, from DescribeInstanceTypes.
 
 Instance types do not change while a process runs, so answers (including "no such type") are cached
-per process and per endpoint: the long-running loop asks once, not every 30 seconds.
+per process and per endpoint: the long-running loop asks once, not every 30 seconds. Known types are
+also kept on disk between one-shot runs (reconciler/aws/cache.py).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 from botocore.exceptions import ClientError
 
@@ -54,6 +55,13 @@ def info_from_api(item: InstanceTypeInfoTypeDef) -> InstanceTypeInfo:
     )
 
 
+class KnownTypes(Protocol):
+    """A longer-lived store of answers (the disk cache)."""
+
+    def instance_type(self, name: str) -> InstanceTypeInfo | None: ...
+    def add_instance_types(self, infos: list[InstanceTypeInfo]) -> None: ...
+
+
 _cache: dict[tuple[str, str], dict[str, InstanceTypeInfo | None]] = {}
 _lock = threading.Lock()
 
@@ -63,17 +71,26 @@ def clear_cache() -> None:
         _cache.clear()
 
 
-def describe_instance_types(ec2: EC2Client, names: Iterable[str]) -> dict[str, InstanceTypeInfo]:
+def describe_instance_types(
+    ec2: EC2Client, names: Iterable[str], stored: KnownTypes | None = None
+) -> dict[str, InstanceTypeInfo]:
     """Facts for each known name; names EC2 does not know are left out (and remembered as unknown)."""
     key = (str(ec2.meta.endpoint_url), str(ec2.meta.region_name))
     wanted = sorted(set(names))
     with _lock:
         known = _cache.setdefault(key, {})
         todo = [name for name in wanted if name not in known]
+    if stored is not None:
+        found = {name: info for name in todo if (info := stored.instance_type(name)) is not None}
+        with _lock:
+            known.update(found)
+        todo = [name for name in todo if name not in found]
     for start in range(0, len(todo), TYPES_PER_CALL):
         answers = _describe_batch(ec2, todo[start : start + TYPES_PER_CALL])
         with _lock:
             known.update(answers)
+        if stored is not None:
+            stored.add_instance_types([info for info in answers.values() if info is not None])
     return {name: info for name in wanted if (info := known.get(name)) is not None}
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from botocore.exceptions import ClientError
 
@@ -69,6 +69,22 @@ class TemplateVersionType:
 
     instance_type: str = ""
     error: str = ""
+
+
+class KnownVersions(Protocol):
+    """A longer-lived store of resolved versions (reconciler/aws/cache.py)."""
+
+    def template_type(self, key: str, alias: bool, max_age: float) -> str | None: ...
+    def add_template_type(self, key: str, alias: bool, instance_type: str) -> None: ...
+
+
+def cache_key(ref: TemplateRef) -> str:
+    return f"{'id' if ref.by_id else 'name'}:{ref.template}@{ref.version}"
+
+
+def is_alias(version: str) -> bool:
+    """`$Latest` and `$Default` move; a numbered version never changes once created."""
+    return version in (DEFAULT_VERSION, LATEST_VERSION)
 
 
 def template_ref(spec: LaunchTemplateSpecificationTypeDef) -> TemplateRef | None:
@@ -174,13 +190,23 @@ def version_type(version: LaunchTemplateVersionTypeDef | None) -> TemplateVersio
 
 
 def fetch_template_types(
-    ec2: EC2Client, refs: Iterable[TemplateRef]
+    ec2: EC2Client, refs: Iterable[TemplateRef], known: KnownVersions | None = None, max_age: float = 0.0
 ) -> dict[TemplateRef, TemplateVersionType]:
-    """One paged DescribeLaunchTemplateVersions per template, asking for every version in use."""
+    """One paged DescribeLaunchTemplateVersions per template, asking for every version in use that
+    `known` cannot answer (aliases only while younger than `max_age` seconds)."""
     by_template: dict[tuple[str, bool], set[str]] = defaultdict(set)
-    for ref in refs:
-        by_template[(ref.template, ref.by_id)].add(ref.version)
     resolved: dict[TemplateRef, TemplateVersionType] = {}
+    for ref in refs:
+        # by id only: a template deleted and created again under its name starts over at version 1
+        stored = (
+            known.template_type(cache_key(ref), is_alias(ref.version), max_age)
+            if known and ref.by_id
+            else None
+        )
+        if stored:
+            resolved[ref] = TemplateVersionType(instance_type=stored)
+        else:
+            by_template[(ref.template, ref.by_id)].add(ref.version)
     paginator = ec2.get_paginator("describe_launch_template_versions")
     for (template, by_id), wanted in sorted(by_template.items()):
         key = {"LaunchTemplateId": template} if by_id else {"LaunchTemplateName": template}
@@ -195,7 +221,10 @@ def fetch_template_types(
                 resolved[TemplateRef(template, by_id, version)] = TemplateVersionType(error=message)
             continue
         for version in wanted:
-            resolved[TemplateRef(template, by_id, version)] = version_type(pick_version(versions, version))
+            ref = TemplateRef(template, by_id, version)
+            resolved[ref] = version_type(pick_version(versions, version))
+            if known is not None and by_id and resolved[ref].instance_type:
+                known.add_template_type(cache_key(ref), is_alias(version), resolved[ref].instance_type)
     return resolved
 
 
@@ -213,14 +242,25 @@ def fetch_configuration_types(autoscaling: AutoScalingClient, names: Iterable[st
     return types
 
 
+def described_types(asg: AutoScalingGroupTypeDef) -> LaunchTypes:
+    """What the ASG's own description says, with no lookup: a group with a Ready node takes its
+    template from the node, so only a mixed-instances policy's overrides (and weights) are kept."""
+    spec = launch_spec(asg)
+    return LaunchTypes(spec.override_types, spec.weights, warnings=spec.warnings)
+
+
 def launch_types(
-    autoscaling: AutoScalingClient, ec2: EC2Client, asgs: Iterable[AutoScalingGroupTypeDef]
+    autoscaling: AutoScalingClient,
+    ec2: EC2Client,
+    asgs: Iterable[AutoScalingGroupTypeDef],
+    known: KnownVersions | None = None,
+    max_age: float = 0.0,
 ) -> dict[str, LaunchTypes]:
     """Instance types per ASG name, with the lookups batched across all groups."""
     specs = {asg["AutoScalingGroupName"]: launch_spec(asg) for asg in asgs}
     refs = [spec.template for spec in specs.values() if spec.template is not None]
     configuration_names = [spec.launch_configuration for spec in specs.values() if spec.launch_configuration]
-    templates = fetch_template_types(ec2, refs) if refs else {}
+    templates = fetch_template_types(ec2, refs, known, max_age) if refs else {}
     configurations = (
         fetch_configuration_types(autoscaling, configuration_names) if configuration_names else {}
     )

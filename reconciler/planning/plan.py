@@ -221,6 +221,8 @@ def _no_scale_down(g: _Group, new_nodes: int) -> str:
     """Why a group keeps its nodes in this plan, or "" when it may shrink."""
     if g.base.held:
         return "group is held in the manifest"
+    if g.inventory.group.has_instance_refresh:
+        return "an instance refresh is in progress: instances are being replaced"
     if new_nodes:
         return "group scales up in this plan"
     if g.upcoming:

@@ -36,6 +36,7 @@ from reconciler.apply.sync import apply
 from reconciler.apply.taints import release_strays
 from reconciler.aws.actuation import Actuator
 from reconciler.aws.clients import make_clients
+from reconciler.aws.reader import AwsReader
 from reconciler.config import Config
 from reconciler.errors import ReconcilerError, RefusedError, UserError
 from reconciler.gitops.manifest import Manifest
@@ -240,7 +241,8 @@ def _apply(
     if manifest is None:
         raise UserError(f"{label}: no manifest at the commit to apply (run plan first)")
     gate = GateAt(config, copy.path, manifest)
-    inventory = observe(config, None, now)
+    reader = AwsReader(config)  # never reuses descriptions: apply acts on AWS as it is now
+    inventory = observe(config, None, now, reader)
     states = {i.instance_id: i.lifecycle_state for g in inventory.groups for i in g.group.instances}
     inputs = ApplyInputs(
         config=config,
@@ -262,10 +264,16 @@ def _apply(
     drainer = NodeDrainer(
         kube, timeout=config.apply.drain_timeout, max_grace_period=config.apply.max_grace_period
     )
-    clients = make_clients(config)
+    clients = reader.clients
     actuator = Actuator(clients.autoscaling, clients.ec2)
+
+    def refreshing(group: str) -> bool:
+        return group in reader.refreshing([group])
+
     if lease is None:
-        return ApplyRun(apply(inputs, Effects(actuator, drainer, gate)), recorded=False)
+        return ApplyRun(
+            apply(inputs, Effects(actuator, drainer, gate, refreshing=refreshing)), recorded=False
+        )
     # A run that found the records untrustworthy never moves the anchor: its own record must not
     # become the trusted latest one, or the next run would trust what the attacker left.
     anchoring = lease if signer is not None and not trust.problems else None
@@ -276,7 +284,8 @@ def _apply(
         gate,
         guard=lambda group: _guard(lease, switch, group, hooks.progress),
         going_away=actuator.going_away,
-        observe=lambda: observe(config, None, now + timedelta(seconds=time.monotonic() - started)),
+        observe=lambda: observe(config, None, now + timedelta(seconds=time.monotonic() - started), reader),
+        refreshing=refreshing,
         intend=recorder.intent,
         stopping=hooks.stopping,
     )

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
+from reconciler.aws.calls import difference
+from reconciler.aws.reader import AwsReader
 from reconciler.config import Config
 from reconciler.errors import UserError
 from reconciler.gitops.adopt import (
@@ -43,6 +45,7 @@ class PlanRun:
     published: Published | None = None
     notes: tuple[str, ...] = ()  # a dry run: what it would write besides the plan (adoptions)
     inventory: Inventory | None = None  # what was observed (the run loop's events name pods by uid)
+    aws_calls: Mapping[str, int] = field(default_factory=dict)  # requests per API this plan made
 
 
 def default_work_dir(config: Config) -> Path:
@@ -99,15 +102,33 @@ def plan_once(
     *,
     dry_run: bool,
     guard: Callable[[], None] = lambda: None,
+    reader: AwsReader | None = None,
 ) -> PlanRun:
     """`guard` runs right before each write (the run loop's: still the leader?); raising stops the
-    plan with nothing written, so a deposed leader never publishes what it decided as leader."""
+    plan with nothing written, so a deposed leader never publishes what it decided as leader.
+    `reader`: the run loop's, which reuses ASG descriptions between cycles; else a fresh one."""
+    reader = reader or AwsReader(config)
+    before = reader.counter.snapshot()
+    run = _plan_once(config, snapshot, now, dry_run=dry_run, guard=guard, reader=reader)
+    return replace(run, aws_calls=difference(reader.counter.snapshot(), before))
+
+
+def _plan_once(
+    config: Config,
+    snapshot: Path | None,
+    now: datetime,
+    *,
+    dry_run: bool,
+    guard: Callable[[], None],
+    reader: AwsReader,
+) -> PlanRun:
     if not config.git.url:
         if not dry_run:
             raise UserError(
                 f"{config.source or 'config'}: git.url: required to write plans (set it, or pass --dry-run)"
             )
-        return PlanRun(planned(PlanInputs(inventory=observe(config, snapshot, now), config=config, now=now)))
+        inputs = PlanInputs(inventory=observe(config, snapshot, now, reader), config=config, now=now)
+        return PlanRun(checked_plan(inputs, reader)[1])
 
     copy = working_copy(config)
     label = f"{config.git.branch}:{config.manifest_path}"
@@ -120,7 +141,7 @@ def plan_once(
         backoffs=dict(state.backoffs),
         last_scale_up=last_scale_up(records, cluster=config.cluster),
     )
-    inventory = observe(config, snapshot, now)
+    inventory = observe(config, snapshot, now, reader)
     if not dry_run:
         guard()
     adopted_text, adopted = adopt_drift(copy, config, inventory, records, text, dry_run=dry_run)
@@ -134,9 +155,9 @@ def plan_once(
         memory=memory,
         proposed=_proposed(copy, config),
     )
-    plan = planned(inputs)
+    inputs, plan = checked_plan(inputs, reader)
     if dry_run:
-        return PlanRun(plan, notes=adopted, inventory=inventory)
+        return PlanRun(plan, notes=adopted, inventory=inputs.inventory)
 
     def replan(current: str | None) -> Plan:
         return planned(replace(inputs, committed=committed_groups(read_manifest(current, label))))
@@ -146,7 +167,24 @@ def plan_once(
     published = publish(plan, text, replan, copy, forge, config)
     if adopted:
         published = replace(published, notes=adopted + published.notes)
-    return PlanRun(published.plan, published, inventory=inventory)
+    return PlanRun(published.plan, published, inventory=inputs.inventory)
+
+
+def checked_plan(inputs: PlanInputs, reader: AwsReader) -> tuple[PlanInputs, Plan]:
+    """The plan, after asking AWS about instance refreshes only for the groups it names instances to
+    remove from (one DescribeInstanceRefreshes each, not one per group): a refresh is replacing
+    that group's instances, so none is proposed there and the plan is made again without them."""
+    plan = planned(inputs)
+    removing = [g.name for g in plan.groups if g.remove_instances]
+    refreshing = reader.refreshing(removing) if removing else frozenset()
+    if not refreshing:
+        return inputs, plan
+    groups = tuple(
+        replace(g, group=replace(g.group, has_instance_refresh=True)) if g.name in refreshing else g
+        for g in inputs.inventory.groups
+    )
+    inputs = replace(inputs, inventory=replace(inputs.inventory, groups=groups))
+    return inputs, planned(inputs)
 
 
 def planned(inputs: PlanInputs) -> Plan:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+from reconciler.aws.reader import AwsReader
 from reconciler.config import Config, load_config
 from reconciler.errors import OperationError, ReconcilerError, RefusedError, StopRequested, UserError
 from reconciler.gitops.proposal import OpenProposal, open_proposal
@@ -325,6 +326,7 @@ class Runner:
             self.watch = UnschedulableWatch(self.kube, self._unschedulable, request_timeout=timeout)
             self._plan_wake = plan.wake
         self._results: dict[str, StageResult] = {}
+        self._aws: AwsReader | None = None  # the plan stage's, reused across cycles
         self._last_plan: PlanRun | None = None
         self._proposal: OpenProposal | None = None
         self._suspended = ""
@@ -372,7 +374,10 @@ class Runner:
     # ------------------------------------------------------------------------------------- cycles
 
     def plan_cycle(self, config: Config, now: datetime) -> tuple[str, str, str | None]:
-        run = plan_once(config, None, now, dry_run=False, guard=self._still_leading(PLAN))
+        run = plan_once(
+            config, None, now, dry_run=False, guard=self._still_leading(PLAN), reader=self._aws_reader(config)
+        )
+        self.metrics.aws_calls(run.aws_calls)
         plan = run.plan
         decisions = tuple(
             f"{g.name} {g.action} {g.current} -> {g.desired} ({'; '.join(g.reasons) or 'no reason given'})"
@@ -423,9 +428,14 @@ class Runner:
         except RefusedError as exc:
             self.metrics.refused("suspended" if isinstance(exc, SuspendedError) else str(exc))
             raise
+        except BaseException:
+            self._forget_groups()  # it may have changed a group before it failed
+            raise
         finally:
             self._read_switch(config)
         report = run.report
+        if any(g.action != "none" for g in report.groups):
+            self._forget_groups()  # our own write: the plan stage describes the groups again
         for group in report.groups:
             if group.action != "none":
                 _log.info(
@@ -448,6 +458,20 @@ class Runner:
         code = report.exit_code
         kind = None if code == 0 else "refused" if code == 3 else "other"
         return summary or "in sync", report.commit, kind
+
+    def _aws_reader(self, config: Config) -> AwsReader:
+        """The plan stage's AWS reader, kept across cycles so it can reuse ASG descriptions for
+        aws.refreshInterval; a new one when the config's region changes."""
+        with self._lock:
+            if self._aws is None or not self._aws.fits(config):
+                self._aws = AwsReader(config, reuse=True)
+            return self._aws
+
+    def _forget_groups(self) -> None:
+        with self._lock:
+            reader = self._aws
+        if reader is not None:
+            reader.invalidate()
 
     def _still_leading(self, stage: str) -> Callable[[], None]:
         elector = self.stages[stage].elector

@@ -11,6 +11,7 @@ from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
+from reconciler.aws.reader import AwsReader
 from reconciler.config import Config
 from reconciler.errors import ReconcilerError
 from reconciler.gitops.proposal import open_proposal
@@ -29,10 +30,12 @@ def status_once(config: Config, snapshot: Path | None, now: datetime) -> StatusR
             proposal = _proposal(config)
         except ReconcilerError as exc:
             error = str(exc)
-    inventory = observe(config, snapshot, now)
+    reader = AwsReader(config)
+    inventory = observe(config, snapshot, now, reader, refreshes=True)  # a diagnostic: ask every group
     report = build_status(
         config.cluster, inventory, committed, label, error, last_applied=applied, proposal=proposal
     )
+    report = replace(report, aws_calls=reader.counter.snapshot())
     report = replace(report, warnings=report.warnings + inventory.state.warnings)  # what the read missed
     if snapshot is not None:
         return report  # a dump says nothing about the kill switch now

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -237,6 +237,13 @@ class Metrics:
             registry=r,
         )
 
+        self.aws_requests = Counter(
+            PREFIX + "aws_requests",
+            "AWS requests the plan stage made, per Service.Operation (pages and retries each count).",
+            ["operation"],
+            registry=r,
+        )
+
         # apply
         self.actions = Counter(
             PREFIX + "apply_actions",
@@ -362,6 +369,10 @@ class Metrics:
             self.backoff,
             self.backoff_remaining,
         )
+
+    def aws_calls(self, calls: Mapping[str, int]) -> None:
+        for operation, count in calls.items():
+            self.aws_requests.labels(operation).inc(count)
 
     def proposals(self, count: int, oldest_age_seconds: float | None) -> None:
         self.open_proposals.set(count)

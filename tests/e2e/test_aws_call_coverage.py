@@ -22,6 +22,7 @@ and when a policy grants an action no stage was seen to call (privilege nobody n
 from __future__ import annotations
 
 import json
+import shutil
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +33,7 @@ import pytest
 
 from reconciler.aws import clients as aws_clients_module
 from reconciler.aws import instance_types
+from reconciler.aws.cache import cache_root
 from tests.e2e.test_cli_apply import TAGS, World, pod
 from tests.fakes import k8s_objects as k
 from tests.fixtures_git import needs_ssh_keygen
@@ -97,9 +99,11 @@ def recorder(monkeypatch: pytest.MonkeyPatch) -> Iterator[Recorder]:
 def as_stage(
     world: World, recorder: Recorder, capsys: pytest.CaptureFixture[str], stage: str, *args: str
 ) -> Any:
-    """One command as a fresh process of `stage` would run it: DescribeInstanceTypes answers are
-    cached per process, so the cache is cleared or the second stage would never be seen asking."""
+    """One command as a fresh process of `stage` would run it, on a machine that never ran it:
+    DescribeInstanceTypes answers are cached per process, and instance types and launch template
+    versions on disk, so both are cleared or the second stage would never be seen asking."""
     instance_types.clear_cache()
+    shutil.rmtree(cache_root(), ignore_errors=True)
     recorder.stage = stage
     try:
         result = world.cli(capsys, *args)
@@ -116,6 +120,9 @@ def test_each_stage_calls_exactly_what_its_policy_grants(
     # planner never picks it): discovery then reads DescribeLaunchConfigurations too.
     world.aws.launch_configuration("legacy-lc", "t3.small")
     world.aws.asg("legacy", min_size=0, max_size=0, desired=0, tags=TAGS, launch_configuration="legacy-lc")
+    # And one at zero launching from a template: no node to copy, so its template version and
+    # instance type are read (a group with a Ready node takes its template from the node).
+    world.aws.asg("empty", min_size=0, max_size=0, desired=0, tags=TAGS, launch_template="lt-empty")
 
     as_stage(world, recorder, capsys, "plan", "plan")  # node-b is idle: a scale-down proposal
     as_stage(world, recorder, capsys, "apply", "apply")  # nothing approved yet on main
@@ -134,6 +141,9 @@ def test_each_stage_calls_exactly_what_its_policy_grants(
     as_stage(world, recorder, capsys, "plan", "plan")  # commits the scale-up to main
     raised = as_stage(world, recorder, capsys, "apply", "apply")
     assert world.desired() > 1 and "raised desired" in raised.out, raised.out
+    # The new instances have no node yet: their launch times are read (maxNodeProvisionTime).
+    as_stage(world, recorder, capsys, "plan", "plan", "--dry-run")
+    as_stage(world, recorder, capsys, "apply", "apply")
     as_stage(world, recorder, capsys, "status", "status")
 
     problems = []

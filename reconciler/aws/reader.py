@@ -1,0 +1,127 @@
+"""The read side of AWS for one process: its clients, the count of what it asked, and what it may
+reuse instead of asking again (docs/aws-calls.md).
+
+A one-shot command makes one reader and reads everything fresh (facts that never change come from
+the disk cache). `run`'s plan stage keeps its reader across cycles and reuses the ASG descriptions
+and the region's scaling policies for `aws.refreshInterval`, as cluster-autoscaler reuses its ASG
+cache for a minute. Whatever is reused is dropped at once when a call fails (a deleted or renamed
+group must never be acted on from memory) and when apply changed a group (`invalidate`). Apply's
+own readers never reuse descriptions: it acts on AWS, so it reads AWS as it is.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+
+from reconciler.aws.cache import FactCache, cache_file
+from reconciler.aws.calls import CallCounter
+from reconciler.aws.clients import AwsClients, aws_errors, is_aws_endpoint, make_clients
+from reconciler.aws.discovery import ClusterView, Described, describe, discover_node_groups
+from reconciler.aws.groups import Ec2Facts, RefreshChecker
+from reconciler.config import Config
+from reconciler.model import NodeGroup
+
+
+class AwsReader:
+    def __init__(
+        self, config: Config, *, reuse: bool = False, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._config = config
+        self._clients: AwsClients | None = None
+        self.counter = CallCounter()
+        self.reuse = reuse
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._described: tuple[Described, float, object] | None = None
+        self._launched: dict[str, Ec2Facts] = {}  # launch times of instances seen without a node
+        self._facts: FactCache | None = None
+
+    @property
+    def clients(self) -> AwsClients:
+        """Made on first use, so a command fails on its config, Git or cluster before on AWS
+        credentials, as it did before it had a reader."""
+        with self._lock:
+            if self._clients is None:
+                self._clients = make_clients(self._config)
+                self.counter.attach(self._clients.autoscaling)
+                self.counter.attach(self._clients.ec2)
+            return self._clients
+
+    def fits(self, config: Config) -> bool:
+        """Whether this reader still reads what `config` asks for (`run` reloads its config)."""
+        return config.region == self._config.region
+
+    def node_groups(
+        self, config: Config, view: ClusterView, *, refreshes: bool = False
+    ) -> tuple[NodeGroup, ...]:
+        """The groups `config` names, asking AWS only what neither the reusable descriptions nor the
+        cluster (`view`) already say; `refreshes`: ask every group about instance refreshes (status)."""
+        try:
+            described = self._descriptions(config)
+            facts = self._facts_for(described)
+            groups = discover_node_groups(
+                config,
+                self.clients.autoscaling,
+                self.clients.ec2,
+                view,
+                refreshes=refreshes,
+                described=described,
+                facts=facts,
+                launched=self._launched,
+            )
+        except BaseException:
+            self.invalidate()
+            raise
+        self._launched = {
+            i.instance_id: Ec2Facts(i.launch_time, i.instance_type)
+            for g in groups
+            for i in g.instances
+            if i.launch_time is not None
+        }
+        facts.save()
+        return groups
+
+    def refreshing(self, names: Iterable[str]) -> frozenset[str]:
+        """Those of `names` with an instance refresh under way: one DescribeInstanceRefreshes each."""
+        checker = RefreshChecker(self.clients.autoscaling)
+        try:
+            with aws_errors("looking for instance refreshes"):
+                return frozenset(name for name in sorted(set(names)) if checker.active(name))
+        except BaseException:
+            self.invalidate()
+            raise
+
+    def invalidate(self) -> None:
+        """Forget what may have changed: the next read describes the ASGs again."""
+        with self._lock:
+            self._described = None
+            if self._facts is not None:
+                self._facts.forget_aliases()
+
+    def _descriptions(self, config: Config) -> Described:
+        key = (config.node_groups, config.source)
+        max_age = config.aws.refresh_interval.total_seconds()
+        with self._lock:
+            held = self._described
+        if self.reuse and held is not None and held[2] == key and self._clock() - held[1] < max_age:
+            return held[0]
+        read_at = self._clock()
+        described = describe(config, self.clients.autoscaling)
+        with self._lock:
+            self._described = (described, read_at, key)
+        return described
+
+    def _facts_for(self, described: Described) -> FactCache:
+        """The disk cache of the account the groups belong to (read from their ARNs: no STS call)."""
+        clients = self.clients  # outside the lock: making them takes it
+        with self._lock:
+            if self._facts is None:
+                arn = next((f.asg.get("AutoScalingGroupARN", "") for f in described.found), "")
+                parts = arn.split(":")
+                account = parts[4] if len(parts) > 4 else ""
+                own = (clients.autoscaling, clients.ec2)
+                endpoint = " ".join(str(c.meta.endpoint_url) for c in own if not is_aws_endpoint(c))
+                self._facts = FactCache(cache_file(account, clients.region, endpoint) if account else None)
+            return self._facts

@@ -6,12 +6,12 @@ Targets:
   under-threshold nodes unneeded for 30 minutes, so scale-down proposes removals), peak RSS <= 1.5 GiB.
   Measured in a fresh process, so ru_maxrss is the planner's (plus the cluster it plans for).
 - `asg-reconciler plan --dry-run --snapshot FILE --output json` on the same cluster dumped as one
-  kubectl JSON List, against moto holding the 200 ASGs and their 5,000 instances: <= 3 x the time
-  `json.load` takes on that file (both in fresh processes).
+  kubectl JSON List, against moto holding the 200 ASGs and their 5,000 instances: the whole CLI
+  process, AWS included, <= 3 x the time `json.load` takes on that file (both in fresh processes,
+  one run, so the machine's speed cancels out), and its requests per API (`awsCalls`).
 
-moto answers DescribeInstances at ~20 ms per instance (its response serialiser), so describing 5,000
-instances costs it well over a minute that real AWS does not. The time moto spends answering is
-measured inside its server and left out of the ratio; both ratios are printed.
+Every instance has a node, so the plan asks AWS only for the groups (docs/aws-calls.md); the time
+moto spends answering is measured inside its server and printed beside the ratio.
 
     python benchmarks/planner.py [--runs N] [--skip-cli] [--profile]
 """
@@ -285,6 +285,8 @@ class CliFigures:
     moto_seconds: float
     moto_requests: int
     headline: str
+    aws_calls: Mapping[str, int]
+    peak: int  # the CLI process's peak RSS, bytes
 
     @property
     def ratio(self) -> float:
@@ -333,16 +335,20 @@ def run_cli_measurement(world: Any, workdir: Path) -> CliFigures:
         )
         json_seconds = float(loaded.stdout.strip())
 
-        env = {**os.environ, **aws_env}
+        # a cold cache of our own (no disk-cached facts from earlier runs)
+        env = {**os.environ, **aws_env, "XDG_CACHE_HOME": str(workdir / "cache")}
         timed.reset()
-        started = time.perf_counter()
-        result = subprocess.run(
-            cli_command(snapshot, config), capture_output=True, text=True, env=env, check=False
-        )
-        cli_seconds = time.perf_counter() - started
-        if result.returncode != 0:
-            raise RuntimeError(f"plan --dry-run failed ({result.returncode}): {result.stderr.strip()}")
-        document = json.loads(result.stdout)
+        out, err = workdir / "plan.json", workdir / "plan.err"
+        with out.open("w") as stdout, err.open("w") as stderr:
+            started = time.perf_counter()
+            process = subprocess.Popen(cli_command(snapshot, config), stdout=stdout, stderr=stderr, env=env)
+            _, status, usage = os.wait4(process.pid, 0)  # this child's own peak RSS, not json.load's
+            cli_seconds = time.perf_counter() - started
+        peak = usage.ru_maxrss * 1024
+        code = process.returncode = os.waitstatus_to_exitcode(status)
+        if code != 0:
+            raise RuntimeError(f"plan --dry-run failed ({code}): {err.read_text().strip()}")
+        document = json.loads(out.read_text())
         return CliFigures(
             create_seconds,
             dump_seconds,
@@ -353,6 +359,8 @@ def run_cli_measurement(world: Any, workdir: Path) -> CliFigures:
             timed.seconds,
             timed.requests,
             headline(document),
+            document.get("awsCalls", {}),
+            peak,
         )
 
 
@@ -408,13 +416,15 @@ def main() -> int:
     if not args.skip_cli:
         with tempfile.TemporaryDirectory() as tmp:
             cli = run_cli_measurement(world, Path(tmp))
-        cli_ok = cli.ratio <= TARGET_RATIO
+        cli_ok = cli.ratio_with_moto <= TARGET_RATIO and cli.peak <= TARGET_RSS_BYTES
         print(f"plan --dry-run: {cli.headline}")
+        calls = ", ".join(f"{op} {n}" for op, n in cli.aws_calls.items()) or "none"
         print(
-            f"planner: plan --dry-run --snapshot {cli.cli_seconds:.1f}s, json.load {cli.json_seconds:.1f}s "
-            f"on the same {cli.size / MIB:.0f} MiB file: ratio {cli.ratio:.2f} leaving out the "
-            f"{cli.moto_seconds:.1f}s moto spent answering {cli.moto_requests} AWS requests "
-            f"({cli.ratio_with_moto:.2f} with it; target <= {TARGET_RATIO:g}, judged without moto's time)"
+            f"planner: plan --dry-run --snapshot {cli.cli_seconds:.1f}s, AWS included, json.load "
+            f"{cli.json_seconds:.1f}s on the same {cli.size / MIB:.0f} MiB file: ratio "
+            f"{cli.ratio_with_moto:.2f} (target <= {TARGET_RATIO:g}); moto spent {cli.moto_seconds:.1f}s "
+            f"answering {cli.moto_requests} requests ({calls}); peak RSS {cli.peak / MIB:.0f} MiB "
+            f"(target <= {TARGET_RSS_BYTES // MIB} MiB)"
         )
     missed = [name for name, ok in (("make_plan", plan_ok), ("plan --dry-run --snapshot", cli_ok)) if not ok]
     print("planner: " + ("met targets" if not missed else "MISSED targets: " + ", ".join(missed)))

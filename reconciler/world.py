@@ -14,6 +14,7 @@ from reconciler.kube.client import api_client
 from reconciler.kube.live import LiveReader
 from reconciler.kube.snapshot import read_snapshot
 from reconciler.model import ClusterState
+from reconciler.snapshot_completeness import require_complete
 
 
 def read_cluster(config: Config, snapshot: Path | None, now: datetime) -> ClusterState:
@@ -43,4 +44,6 @@ def observe(
     apply ask only for the groups whose answer changes what they do."""
     state = read_cluster(config, snapshot, now)
     groups = (reader or AwsReader(config)).node_groups(config, cluster_view(state), refreshes=refreshes)
+    if snapshot is not None:  # a dump lacking nodes or pods would read as instances serving nothing
+        require_complete(state, groups, str(snapshot))
     return build_inventory(state, groups)

@@ -35,6 +35,7 @@ class AwsReader:
         self._clock = clock
         self._lock = threading.Lock()
         self._described: tuple[Described, float, object] | None = None
+        self._refreshes: dict[str, tuple[bool, float]] = {}  # group -> (refresh under way, read at)
         self._launched: dict[str, Ec2Facts] = {}  # launch times of instances seen without a node
         self._facts: FactCache | None = None
 
@@ -84,19 +85,36 @@ class AwsReader:
         return groups
 
     def refreshing(self, names: Iterable[str]) -> frozenset[str]:
-        """Those of `names` with an instance refresh under way: one DescribeInstanceRefreshes each."""
+        """Those of `names` with an instance refresh under way: one DescribeInstanceRefreshes each
+        (`run`'s plan stage reuses an answer for aws.refreshInterval: an open proposal re-planned
+        every cycle would ask again every cycle)."""
         checker = RefreshChecker(self.clients.autoscaling)
+        max_age = self._config.aws.refresh_interval.total_seconds()
+        found: set[str] = set()
         try:
             with aws_errors("looking for instance refreshes"):
-                return frozenset(name for name in sorted(set(names)) if checker.active(name))
+                for name in sorted(set(names)):
+                    with self._lock:
+                        held = self._refreshes.get(name)
+                    if self.reuse and held is not None and self._clock() - held[1] < max_age:
+                        active = held[0]
+                    else:
+                        read_at = self._clock()
+                        active = checker.active(name)
+                        with self._lock:
+                            self._refreshes[name] = (active, read_at)
+                    if active:
+                        found.add(name)
         except BaseException:
             self.invalidate()
             raise
+        return frozenset(found)
 
     def invalidate(self) -> None:
         """Forget what may have changed: the next read describes the ASGs again."""
         with self._lock:
             self._described = None
+            self._refreshes.clear()
             if self._facts is not None:
                 self._facts.forget_aliases()
 

@@ -251,6 +251,11 @@ def test_run_reuses_descriptions_for_the_refresh_interval_and_forgets_them_on_er
     reader.node_groups(config, registered)
     assert requests.take()["AutoScaling.DescribeAutoScalingGroups"] == 1
 
+    # An answer about instance refreshes is reused too (an open proposal is planned every cycle).
+    assert reader.refreshing(["g0", "g1"]) == frozenset()
+    assert reader.refreshing(["g1"]) == frozenset()
+    assert requests.take()["AutoScaling.DescribeInstanceRefreshes"] == 2
+
     # A group deleted behind our back: the call that names it fails, and the next read describes
     # the groups again instead of trusting memory.
     aws.autoscaling.delete_auto_scaling_group(AutoScalingGroupName="g2", ForceDelete=True)

@@ -161,7 +161,13 @@ def test_instances_that_never_register_back_off_and_fall_through(
     aws.launch_template("lt", "m5.large")
     aws.asg("flaky", desired=1, max_size=10, tags=TAGS, launch_template="lt")
     aws.asg("steady", max_size=10, tags=TAGS, launch_template="lt")
-    objects = [pending("web-0", requests={"cpu": "1"})]
+    # A complete dump has nodes (one outside the groups, tainted so web-0 cannot use it) and pods.
+    infra = k.node("infra", instance_id="i-0000000000infra", taints=["dedicated=infra:NoSchedule"])
+    objects = [
+        infra,
+        k.pod("agent", node_name="infra", phase="Running"),
+        pending("web-0", requests={"cpu": "1"}),
+    ]
     # maxNodeProvisionTime 0s: flaky's instance, launched by moto just now, is already overdue
     document = plan_json(
         capsys, config(tmp_path, "scaleUp: {maxNodeProvisionTime: 0s}\n"), snapshot(tmp_path, objects)

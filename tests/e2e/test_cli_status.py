@@ -117,7 +117,7 @@ def test_status_warns_when_cluster_autoscaler_is_live(
     aws.asg("general", min_size=1, max_size=5, desired=1, tags=TAGS)
     lease = k.lease("cluster-autoscaler", "kube-system", holder="ca-0", renew_time="2099-01-01T00:00:00Z")
     snapshot = tmp_path / "dump.json"
-    snapshot.write_text(json.dumps({"kind": "List", "items": [lease]}))
+    snapshot.write_text(json.dumps({"kind": "List", "items": [lease, *cluster_objects(aws)]}))
     result = run(capsys, "status", "--config", str(write_config(tmp_path)), "--snapshot", str(snapshot))
     assert result.code == 0
     assert "cluster-autoscaler is live" in result.out

@@ -142,9 +142,9 @@ def build_inventory(state: ClusterState, groups: tuple[NodeGroup, ...]) -> Inven
         if ready:
             # A live node knows its real allocatable and its DaemonSet and static pods; ASG tags still add
             # what they declare.
-            template = template_from_node(ready[0], group, pods_by_node.get(ready[0].name, ()))
-            if group.template is not None:
-                template = _with_declared(template, group.template)
+            template = _with_declared(
+                template_from_node(ready[0], group, pods_by_node.get(ready[0].name, ())), group
+            )
         inventories.append(
             GroupInventory(
                 group=group,
@@ -164,12 +164,12 @@ def build_inventory(state: ClusterState, groups: tuple[NodeGroup, ...]) -> Inven
     )
 
 
-def _with_declared(from_node: NodeTemplate, from_asg: NodeTemplate) -> NodeTemplate:
+def _with_declared(from_node: NodeTemplate, group: NodeGroup) -> NodeTemplate:
     """Labels and taints the ASG's node-template tags declare are kept even if the sampled node lacks
     them (e.g. applied later by a controller); the node wins on everything it reports."""
-    labels = dict(from_asg.labels)
+    labels = dict(group.declared_labels)
     labels.update(from_node.labels)
     taints = list(from_node.taints)
     keys = {t.key for t in taints}
-    taints.extend(t for t in from_asg.taints if t.key not in keys)
+    taints.extend(t for t in group.declared_taints if t.key not in keys)
     return replace(from_node, labels=labels, taints=tuple(taints))

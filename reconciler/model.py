@@ -452,5 +452,8 @@ class NodeGroup:
     explicit: bool = False
     options: AutoscalingOptions = AutoscalingOptions()
     template: NodeTemplate | None = None  # from the ASG; the inventory may prefer a live node
+    # what the ASG's node-template tags declare: kept on a template copied from a live node too
+    declared_labels: Mapping[str, str] = field(default_factory=dict)
+    declared_taints: tuple[Taint, ...] = ()
     template_error: str = ""
     warnings: tuple[str, ...] = ()

@@ -278,6 +278,7 @@ def discover_node_groups(
                 known_types=known_types,
                 region=region,
                 settings=config.node_templates,
+                templated=needs_template(f.asg, view),
             )
             for f in described.found
         )

@@ -155,6 +155,7 @@ def build_node_group(
     known_types: Mapping[str, InstanceTypeInfo],
     region: str,
     settings: NodeTemplatesConfig,
+    templated: bool = True,
 ) -> NodeGroup:
     """Pure: everything described about one ASG, folded into the domain's NodeGroup."""
     name = asg["AutoScalingGroupName"]
@@ -166,7 +167,9 @@ def build_node_group(
         warnings[:0] = bounds_warnings(spec, asg["MinSize"], asg["MaxSize"])
     if asg.get("Status") == DELETING:
         warnings.insert(0, f"asg {name}: is being deleted")
-    if launch.instance_types:
+    if not templated:  # a Ready node is the template (inventory.py); nothing was resolved for one
+        template, template_error = None, ""
+    elif launch.instance_types:
         result = build_template(
             name, launch.instance_types, known_types, zones, region, template_tags, settings
         )
@@ -194,5 +197,7 @@ def build_node_group(
         options=template_tags.options,
         template=template,
         template_error=template_error,
+        declared_labels=dict(template_tags.labels),
+        declared_taints=template_tags.taints,
         warnings=tuple(warnings),
     )

@@ -25,18 +25,29 @@ _NAMED_GROUPS = 3  # groups named in the message; the rest are counted
 
 def require_complete(state: ClusterState, groups: Sequence[NodeGroup], source: str) -> None:
     """Raise a one-line UserError naming `source`, what it lacks and `COMPLETE_DUMP`, when the
-    snapshot has no Node objects while a group has InService instances, or no Pods while it has
-    Node objects. Pending or terminating instances alone may have no node yet, so they ask nothing."""
+    snapshot has no Node object for any of the groups' InService instances (none at all, or only
+    nodes of other machines: Fargate, another cluster's context, nodes without a providerID), or no
+    Pods while it has Node objects. Pending or terminating instances may have no node yet, so they
+    ask nothing."""
+    serving = [(g.name, n) for g in groups if (n := _in_service(g))]
+    registered = {n.instance_id for n in state.nodes}
+    if serving and not any(
+        i.instance_id in registered for g in groups for i in g.instances if i.lifecycle_state == IN_SERVICE
+    ):
+        total = sum(n for _, n in serving)
+        what = (
+            "no Node objects"
+            if not state.nodes
+            else f"{len(state.nodes)} Node object(s), none of them for the groups' instances"
+        )
+        raise UserError(
+            f"{source}: {what}, but AWS has {total} InService instance(s) "
+            f"({_describe(serving)}): every one would look unregistered; "
+            f"dump the whole cluster, from its own kubectl context, with {COMPLETE_DUMP}"
+        )
     if not state.nodes:
-        serving = [(g.name, n) for g in groups if (n := _in_service(g))]
-        if serving:
-            total = sum(n for _, n in serving)
-            raise UserError(
-                f"{source}: no Node objects, but AWS has {total} InService instance(s) "
-                f"({_describe(serving)}): every one would look unregistered; "
-                f"dump the whole cluster with {COMPLETE_DUMP}"
-            )
-    elif not state.pods:
+        return
+    if not state.pods:
         raise UserError(
             f"{source}: no Pods, but {len(state.nodes)} Node object(s): every node would look idle; "
             f"dump the whole cluster with {COMPLETE_DUMP}"

@@ -161,8 +161,16 @@ def test_instances_that_never_register_back_off_and_fall_through(
     aws.launch_template("lt", "m5.large")
     aws.asg("flaky", desired=1, max_size=10, tags=TAGS, launch_template="lt")
     aws.asg("steady", max_size=10, tags=TAGS, launch_template="lt")
-    # A complete dump has nodes (one outside the groups, tainted so web-0 cannot use it) and pods.
-    infra = k.node("infra", instance_id="i-0000000000infra", taints=["dedicated=infra:NoSchedule"])
+    # A complete dump has nodes (infra's, tainted so web-0 cannot use it) and pods.
+    aws.asg("infra", desired=1, max_size=1, tags=TAGS, launch_template="lt")
+    described = aws.autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=["infra"])
+    (instance,) = described["AutoScalingGroups"][0]["Instances"]
+    infra = k.node(
+        "infra",
+        instance_id=instance["InstanceId"],
+        zone=instance["AvailabilityZone"],
+        taints=["dedicated=infra:NoSchedule"],
+    )
     objects = [
         infra,
         k.pod("agent", node_name="infra", phase="Running"),

@@ -3,10 +3,12 @@ cluster that AWS agrees is empty is not."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from reconciler.errors import UserError
-from reconciler.model import ClusterState, Instance, NodeGroup
+from reconciler.model import ClusterState, Instance, Node, NodeGroup
 from reconciler.snapshot_completeness import COMPLETE_DUMP, require_complete
 from tests.unit.planning_factories import node, pod
 
@@ -31,10 +33,14 @@ def refusal(state: ClusterState, groups: list[NodeGroup]) -> str:
     return message
 
 
+def node_of(name: str, instance_id: str) -> Node:
+    return replace(node(name), provider_id=f"aws:///us-east-1a/{instance_id}")
+
+
 PODS_ONLY = ClusterState(nodes=(), pods=(pod("web-0"), pod("web-1", node_name="n1")))
-NODES_ONLY = ClusterState(nodes=(node("n1"), node("n2")), pods=())
+NODES_ONLY = ClusterState(nodes=(node_of("n1", "i-general-0"), node_of("n2", "i-general-1")), pods=())
 EMPTY = ClusterState(nodes=(), pods=())
-COMPLETE = ClusterState(nodes=(node("n1"),), pods=(pod("web-0", node_name="n1"),))
+COMPLETE = ClusterState(nodes=(node_of("n1", "i-general-0"),), pods=(pod("web-0", node_name="n1"),))
 
 
 def test_pods_only_dump_with_in_service_instances_is_refused() -> None:
@@ -79,3 +85,14 @@ def test_many_groups_stay_on_one_short_line() -> None:
     message = refusal(PODS_ONLY, groups)
     assert "200 InService instance(s) (g000: 1, g001: 1, g002: 1 and 197 more group(s))" in message
     assert len(message) < 300
+
+
+def test_nodes_of_other_machines_only_are_refused() -> None:
+    """Fargate nodes, nodes without a providerID or another cluster's (the wrong kubectl context):
+    none stands for the groups' instances, which would all look unregistered."""
+    others = ClusterState(
+        nodes=(node_of("fargate-ip-10-0-0-1", "fargate-1"), replace(node("bare"), provider_id="")),
+        pods=(pod("web-0", node_name="bare"),),
+    )
+    message = refusal(others, [group("general", "InService", "InService")])
+    assert "2 Node object(s), none of them for the groups' instances" in message

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import tempfile
 import threading
@@ -85,8 +86,8 @@ class FactCache:
             if not alias:
                 return self._versions.get(key)
             found = self._aliases.get(key)
-        if found is None or self._clock() - found[1] > max_age:
-            return None
+        if found is None or not 0 <= self._clock() - found[1] <= max_age:
+            return None  # too old, or read "in the future" (a clock that jumped, a damaged file)
         return found[0]
 
     def add_template_type(self, key: str, alias: bool, instance_type: str) -> None:
@@ -147,6 +148,7 @@ class FactCache:
                 and isinstance(value[0], str)
                 and value[0]
                 and isinstance(value[1], (int, float))
+                and math.isfinite(value[1])
             ):
                 self._aliases[key] = (value[0], float(value[1]))
 

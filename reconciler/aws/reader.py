@@ -37,6 +37,8 @@ class AwsReader:
         self._described: tuple[Described, float, object] | None = None
         self._refreshes: dict[str, tuple[bool, float]] = {}  # group -> (refresh under way, read at)
         self._launched: dict[str, Ec2Facts] = {}  # launch times of instances seen without a node
+        self._nodes_seen: frozenset[str] = frozenset()  # instances with a node at the last read
+        self._generation = 0  # bumped by invalidate(): a read begun before it is not kept
         self._facts: FactCache | None = None
 
     @property
@@ -60,7 +62,7 @@ class AwsReader:
         """The groups `config` names, asking AWS only what neither the reusable descriptions nor the
         cluster (`view`) already say; `refreshes`: ask every group about instance refreshes (status)."""
         try:
-            described = self._descriptions(config)
+            described = self._descriptions(config, view)
             facts = self._facts_for(described)
             groups = discover_node_groups(
                 config,
@@ -81,6 +83,8 @@ class AwsReader:
             for i in g.instances
             if i.launch_time is not None
         }
+        with self._lock:
+            self._nodes_seen = view.registered
         facts.save()
         return groups
 
@@ -95,14 +99,15 @@ class AwsReader:
             with aws_errors("looking for instance refreshes"):
                 for name in sorted(set(names)):
                     with self._lock:
-                        held = self._refreshes.get(name)
-                    if self.reuse and held is not None and self._clock() - held[1] < max_age:
+                        held, generation = self._refreshes.get(name), self._generation
+                    if self.reuse and held is not None and 0 <= self._clock() - held[1] < max_age:
                         active = held[0]
                     else:
                         read_at = self._clock()
                         active = checker.active(name)
                         with self._lock:
-                            self._refreshes[name] = (active, read_at)
+                            if self._generation == generation:
+                                self._refreshes[name] = (active, read_at)
                     if active:
                         found.add(name)
         except BaseException:
@@ -113,22 +118,30 @@ class AwsReader:
     def invalidate(self) -> None:
         """Forget what may have changed: the next read describes the ASGs again."""
         with self._lock:
+            self._generation += 1
             self._described = None
             self._refreshes.clear()
             if self._facts is not None:
                 self._facts.forget_aliases()
 
-    def _descriptions(self, config: Config) -> Described:
+    def _descriptions(self, config: Config, view: ClusterView) -> Described:
         key = (config.node_groups, config.source)
         max_age = config.aws.refresh_interval.total_seconds()
         with self._lock:
-            held = self._described
-        if self.reuse and held is not None and held[2] == key and self._clock() - held[1] < max_age:
+            held, seen, generation = self._described, self._nodes_seen, self._generation
+        if (
+            self.reuse
+            and held is not None
+            and held[2] == key
+            and 0 <= self._clock() - held[1] < max_age
+            and not _instances_moved(held[0], seen, view)
+        ):
             return held[0]
         read_at = self._clock()
         described = describe(config, self.clients.autoscaling)
         with self._lock:
-            self._described = (described, read_at, key)
+            if self._generation == generation:  # not invalidated meanwhile (apply wrote during the read)
+                self._described = (described, read_at, key)
         return described
 
     def _facts_for(self, described: Described) -> FactCache:
@@ -143,3 +156,14 @@ class AwsReader:
                 endpoint = " ".join(str(c.meta.endpoint_url) for c in own if not is_aws_endpoint(c))
                 self._facts = FactCache(cache_file(account, clients.region, endpoint) if account else None)
             return self._facts
+
+
+def _instances_moved(described: Described, seen: frozenset[str], view: ClusterView) -> bool:
+    """Whether the cluster shows an instance came or went since the descriptions were read: a node
+    gone for an instance they list (terminated, a spot interruption: reused, it would look like an
+    instance that never registered, proposed for removal and backing its group off), or a node for
+    an instance they do not list (launched since). Either way they are read again."""
+    listed = {i["InstanceId"] for f in described.found for i in f.asg.get("Instances", [])}
+    gone = (seen & listed) - view.registered
+    new = view.registered - seen - listed
+    return bool(gone or new)

@@ -160,7 +160,10 @@ def _plan_once(
         return PlanRun(plan, notes=adopted, inventory=inputs.inventory)
 
     def replan(current: str | None) -> Plan:
-        return planned(replace(inputs, committed=committed_groups(read_manifest(current, label))))
+        """Main moved: the plan again on its manifest, through the same refresh check (another
+        manifest may pick removals in a group nobody asked about)."""
+        fresh = replace(inputs, committed=committed_groups(read_manifest(current, label)))
+        return checked_plan(fresh, reader)[1]
 
     forge = make_forge(config.forge, git_url=config.git.url)
     guard()
@@ -173,18 +176,28 @@ def _plan_once(
 def checked_plan(inputs: PlanInputs, reader: AwsReader) -> tuple[PlanInputs, Plan]:
     """The plan, after asking AWS about instance refreshes only for the groups it names instances to
     remove from (one DescribeInstanceRefreshes each, not one per group): a refresh is replacing
-    that group's instances, so none is proposed there and the plan is made again without them."""
-    plan = planned(inputs)
-    removing = [g.name for g in plan.groups if g.remove_instances]
-    refreshing = reader.refreshing(removing) if removing else frozenset()
-    if not refreshing:
-        return inputs, plan
-    groups = tuple(
-        replace(g, group=replace(g.group, has_instance_refresh=True)) if g.name in refreshing else g
-        for g in inputs.inventory.groups
-    )
-    inputs = replace(inputs, inventory=replace(inputs.inventory, groups=groups))
-    return inputs, planned(inputs)
+    that group's instances, so none is proposed there and the plan is made again without them —
+    until every group it removes from has been asked (a plan made again may pick other groups).
+    The answers are kept on the inputs (has_instance_refresh), so a group is asked once."""
+    while True:
+        plan = planned(inputs)
+        unasked = {
+            g.name
+            for g in plan.groups
+            if g.remove_instances and inputs.inventory.group(g.name).group.has_instance_refresh is None
+        }
+        if not unasked:
+            return inputs, plan
+        refreshing = reader.refreshing(unasked)
+        groups = tuple(
+            replace(g, group=replace(g.group, has_instance_refresh=g.name in refreshing))
+            if g.name in unasked
+            else g
+            for g in inputs.inventory.groups
+        )
+        inputs = replace(inputs, inventory=replace(inputs.inventory, groups=groups))
+        if not refreshing:
+            return inputs, plan
 
 
 def planned(inputs: PlanInputs) -> Plan:

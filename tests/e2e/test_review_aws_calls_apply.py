@@ -12,10 +12,10 @@ import pytest
 from botocore.awsrequest import AWSResponse
 
 from reconciler.aws import clients as aws_clients_module
-from reconciler.aws.discovery import ClusterView
 from reconciler.aws.reader import AwsReader
 from reconciler.config import load_config
 from reconciler.runtime.plan_stage import plan_once
+from reconciler.world import cluster_view, read_cluster
 from tests.e2e.test_cli_apply import World, pod
 from tests.fakes import k8s_objects as k
 from tests.fixtures_aws import _Body
@@ -94,7 +94,8 @@ def test_apply_reads_aws_afresh_whatever_the_plan_stage_holds(
     reader = AwsReader(config, reuse=True)
     plan_once(config, None, datetime.now(UTC), dry_run=False, reader=reader)
     world.aws.autoscaling.set_desired_capacity(AutoScalingGroupName="general", DesiredCapacity=3)
-    held = reader.node_groups(config, ClusterView())
+    view = cluster_view(read_cluster(config, None, datetime.now(UTC)))  # the cluster as the plan saw it
+    held = reader.node_groups(config, view)
     assert held[0].desired == 2  # the plan stage still holds the old description (reuse)
     result = world.cli(capsys, "apply")
     # apply saw 3: a desired above the manifest is refused, never acted on as 2

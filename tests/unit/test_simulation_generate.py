@@ -134,3 +134,13 @@ def test_groups_can_be_replaced() -> None:
 def test_bad_arguments_are_user_errors(kind: str, hours: float, message: str) -> None:
     with pytest.raises(UserError, match=message.replace("(", r"\(").replace(")", r"\)")):
         generate(kind, hours, seed=1)
+
+
+def test_the_documented_day_curve_is_the_generator_s() -> None:
+    text = (Path(__file__).parents[2] / "docs" / "traces.md").read_text()
+    hours_line, replicas_line = (
+        line for line in text.splitlines() if line.startswith(("hour ", "replicas "))
+    )
+    hours = [int(h) for h in hours_line.split()[1:]]
+    documented = [int(n) for n in replicas_line.split()[1:]]
+    assert documented == [round(Diurnal().replicas(h * 3600)) for h in hours]

@@ -270,3 +270,19 @@ def test_bad_json_empty_file_missing_file_and_bad_encoding(tmp_path: Path) -> No
         read_trace(path)
     with pytest.raises(UserError, match="trace file not found"):
         read_trace(tmp_path / "missing.jsonl")
+
+
+def test_the_documented_example_is_a_valid_trace(tmp_path: Path) -> None:
+    text = (Path(__file__).parents[2] / "docs" / "traces.md").read_text()
+    block = text.split("```jsonl\n", 1)[1].split("```", 1)[0]
+    path = tmp_path / "example.jsonl"
+    path.write_text(block)
+    trace = read_trace(path)
+    assert [g.name for g in trace.groups] == ["general", "batch"]
+    assert [(type(e).__name__, e.at) for e in trace.events] == [
+        ("Arrival", 0),
+        ("Arrival", 120),
+        ("Departure", 7200),
+    ]
+    job = trace.events[1]
+    assert isinstance(job, Arrival) and job.run_for == 1800 and job.pod.namespace == "batch"

@@ -88,3 +88,21 @@ def test_convert_needs_dumps_and_names_a_bad_one() -> None:
     result = CliRunner().invoke(trace, ["convert", "nowhere-2026-06-01T00:00:00Z.json"])
     assert isinstance(result.exception, UserError)
     assert str(result.exception) == "nowhere-2026-06-01T00:00:00Z.json: dump not found"
+
+
+def test_every_documented_trace_command_and_option_exists() -> None:
+    """test_docs stops at the `simulate` group; this checks what docs show under `simulate trace`."""
+    import shlex
+
+    from tests.unit.test_docs import _documented_commands
+
+    documented = [
+        (where, shlex.split(text.replace("$(", "").replace(")", ""))[3:])
+        for where, text in _documented_commands()
+        if text.startswith("asg-reconciler simulate trace ")
+    ]
+    assert {words[0] for _, words in documented} == {"generate", "convert"}
+    for where, (name, *rest) in documented:
+        known = {option for param in trace.commands[name].params for option in param.opts}
+        for word in rest:
+            assert not word.startswith("-") or word in known, f"{where}: trace {name} has no option {word}"

@@ -115,15 +115,23 @@ def parse_trace(label: str, lines: Iterable[Mapping[str, Any]]) -> Trace:
 
 
 def _json_lines(label: str, text: str) -> Iterator[tuple[int, Any]]:
-    for number, line in enumerate(text.splitlines(), 1):
+    # only "\n" ends a line: str.splitlines() would also split at a U+2028 inside a JSON string
+    for number, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
         try:
-            yield number, json.loads(line)
+            yield number, json.loads(line, parse_constant=_no_constant)
         except json.JSONDecodeError as exc:
             raise UserError(
                 f"{label}:{number}: not valid JSON: {exc.msg} (column {exc.colno}; one JSON object per line)"
             ) from None
+        except ValueError as exc:
+            raise UserError(f"{label}:{number}: {exc} (use finite numbers)") from None
+
+
+def _no_constant(name: str) -> Any:
+    """Python's json reads NaN and Infinity, which JSON has not: a time of NaN would pass `>= 0`."""
+    raise ValueError(f"{name} is not a JSON number")
 
 
 def _parse(label: str, lines: Iterable[tuple[int, Any]]) -> Trace:
@@ -219,9 +227,9 @@ class _Checker:
                 TraceGroup(
                     name=raw["name"],
                     instance_type=raw["instanceType"],
-                    min_size=raw["minSize"],
-                    max_size=raw["maxSize"],
-                    desired=raw["desired"],
+                    min_size=int(raw["minSize"]),  # JSON Schema's integers include 3.0
+                    max_size=int(raw["maxSize"]),
+                    desired=int(raw["desired"]),
                     zones=tuple(raw["zones"]),
                     labels=dict(raw.get("labels") or {}),
                     taints=tuple(parse_taint(text) for text in raw.get("taints") or ()),
@@ -259,6 +267,14 @@ class _Checker:
             pod = self.reader.pod({"metadata": metadata, "spec": spec})
         except UserError as exc:
             raise self.fail(number, "arrive.pod", str(exc)) from None
+        except (AttributeError, TypeError, ValueError, KeyError) as exc:
+            # the parser trusts what an API server has validated; a hand-written pod may be malformed
+            raise self.fail(
+                number,
+                "arrive.pod.spec",
+                f"not readable as a Kubernetes Pod ({type(exc).__name__}: {exc}; "
+                "compare with `kubectl get pod NAME -o json`)",
+            ) from None
         run_for = document.get("runFor")
         (self.alive if run_for is None else self.ran_for).add(key)
         self.events.append(Arrival(at, pod, None if run_for is None else float(run_for)))
@@ -329,9 +345,15 @@ def trace_lines(
     if start.tzinfo is None:
         raise UserError(f"{label}: start has no time zone (pass an aware datetime, e.g. in UTC)")
     cluster = {"kind": "cluster", "start": format_time(start), "groups": [dict(g) for g in groups]}
-    documents: list[Mapping[str, Any]] = [cluster, *sorted(events, key=_at)]
-    parse_trace(label, documents)
-    return [json.dumps(document, ensure_ascii=False, separators=(", ", ": ")) for document in documents]
+    lines: list[str] = []
+    for number, document in enumerate([cluster, *sorted(events, key=_at)], 1):
+        try:
+            lines.append(json.dumps(document, ensure_ascii=False, separators=(", ", ": "), allow_nan=False))
+        except ValueError:
+            raise UserError(f"{label}:{number}: a number is NaN or infinite (use finite numbers)") from None
+    # what is checked is what is written (tuples become lists, numbers JSON's)
+    _parse(label, _json_lines(label, "\n".join(lines)))
+    return lines
 
 
 @dataclass(frozen=True)

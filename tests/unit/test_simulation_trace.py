@@ -286,3 +286,28 @@ def test_the_documented_example_is_a_valid_trace(tmp_path: Path) -> None:
     ]
     job = trace.events[1]
     assert isinstance(job, Arrival) and job.run_for == 1800 and job.pod.namespace == "batch"
+
+
+def test_nan_and_infinity_are_refused_reading_and_writing(tmp_path: Path) -> None:
+    path = tmp_path / "trace.jsonl"
+    path.write_text(json.dumps(CLUSTER) + '\n{"kind": "arrive", "at": NaN, "pod": {}}\n')
+    with pytest.raises(UserError, match=rf"^{path}:2: NaN is not a JSON number \(use finite numbers\)$"):
+        read_trace(path)
+    with pytest.raises(UserError, match=rf"^{path}:2: a number is NaN or infinite \(use finite numbers\)$"):
+        write_trace(path, START, [GROUP], [arrive(float("inf"))])
+
+
+def test_a_pod_the_parser_cannot_read_is_a_user_error_not_a_traceback(tmp_path: Path) -> None:
+    broken = {"kind": "arrive", "at": 1, "pod": pod("web-1", affinity={"nodeAffinity": [1]})}
+    path = write_lines(tmp_path / "trace.jsonl", CLUSTER, broken)
+    with pytest.raises(UserError, match=rf"^{path}:2: arrive.pod.spec: not readable as a Kubernetes Pod \("):
+        read_trace(path)
+
+
+def test_what_is_written_is_what_is_checked_tuples_and_odd_characters_included(tmp_path: Path) -> None:
+    path = tmp_path / "out.jsonl"
+    group = {**GROUP, "zones": ("us-east-1a", "us-east-1b"), "labels": {"note": "a\u2028b é"}}
+    write_trace(path, START, [group], [arrive(1)])
+    assert read_trace(path).groups[0].labels == {"note": "a\u2028b é"}
+    assert read_trace(path).groups[0].zones == ("us-east-1a", "us-east-1b")
+    assert len(path.read_text(encoding="utf-8").split("\n")) == 3  # two lines and the final newline

@@ -16,6 +16,7 @@ from reconciler.documents import check, fill_defaults, load_schema, plain, read_
 from reconciler.durations import parse_duration
 from reconciler.errors import UserError
 from reconciler.quantity import int_value, milli_value
+from reconciler.windows import Window, parse_cron, zone
 
 DEFAULT_CONFIG_FILE = "asg-reconciler.yaml"
 CONFIG_ENV = "ASG_RECONCILER_CONFIG"
@@ -60,6 +61,8 @@ class ScaleDownConfig:
     skip_nodes_with_custom_controller_pods: bool = True
     ignore_daemonsets_utilization: bool = False
     blocking_system_pod_disruption_timeout: timedelta = timedelta(hours=1)
+    # when approved removals may be applied (reconciler/windows.py); empty: any time
+    windows: tuple[Window, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -197,7 +200,7 @@ def config_from_document(document: Any, label: str) -> Config:
         raise UserError(str(problems[0]) + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
     schema = load_schema("config")
     data = fill_defaults(plain(document), schema, schema)
-    return _build(data, label)
+    return _build(data, label, document)
 
 
 def _duration(value: str) -> timedelta:
@@ -224,7 +227,58 @@ def _check_leader_timing(run: dict[str, Any], label: str) -> None:
             raise UserError(f"{label}: run.{key}: must be above 0 (e.g. 30s)")
 
 
-def _build(data: dict[str, Any], label: str) -> Config:
+def _where(label: str, document: Any, path: tuple[str | int, ...]) -> str:
+    """`file:line` of the deepest key along `path` in the round-trip document (just `file` without)."""
+    node, line = document, None
+    for key in path:
+        try:
+            position = node.lc.key(key) if isinstance(key, str) else node.lc.item(key)
+            node = node[key]
+        except (AttributeError, KeyError, IndexError, TypeError):
+            break
+        line = position[0] + 1
+    return f"{label}:{line}" if line else label
+
+
+def _windows(items: list[dict[str, Any]], label: str, document: Any) -> tuple[Window, ...]:
+    """scaleDown.windows; what the schema cannot see (a cron field out of range, a zone that does
+    not exist, a zero duration) is one line naming the file, line, key and fix."""
+    windows = []
+    for index, item in enumerate(items):
+        key = f"scaleDown.windows.{index}"
+
+        def where(name: str, index: int = index) -> str:
+            return _where(label, document, ("scaleDown", "windows", index, name))
+
+        schedule, zone_name = item["schedule"], item.get("timeZone", "UTC")
+        try:
+            parse_cron(schedule)
+        except ValueError as exc:
+            raise UserError(
+                f"{where('schedule')}: {key}.schedule: {exc} (use minute hour day-of-month month "
+                'day-of-week, e.g. "0 9 * * 1-5" for 09:00 on weekdays)'
+            ) from None
+        try:
+            zone(zone_name)
+        except ValueError as exc:
+            raise UserError(f"{where('timeZone')}: {key}.timeZone: {exc}") from None
+        duration = _duration(item["duration"])
+        if duration <= timedelta(0):
+            raise UserError(
+                f"{where('duration')}: {key}.duration: {item['duration']} must be above 0 "
+                "(how long each window stays open, e.g. 8h)"
+            )
+        windows.append(Window(schedule, duration, item.get("maxNodes"), zone_name))
+    if windows and all(w.blackout for w in windows):
+        raise UserError(
+            f"{_where(label, document, ('scaleDown', 'windows'))}: scaleDown.windows: every window has "
+            "maxNodes 0, so no approved removal would ever be applied (give one a maxNodes above 0, "
+            "or leave it out; to stop scale-downs, set scaleDown.enabled: false)"
+        )
+    return tuple(windows)
+
+
+def _build(data: dict[str, Any], label: str, document: Any = None) -> Config:
     su, sd, lim = data["scaleUp"], data["scaleDown"], data["limits"]
     cores, memory = _range(lim["cores"]), _range(lim["memory"])
     for name, (low, high) in (("cores", cores), ("memory", memory)):
@@ -294,6 +348,7 @@ def _build(data: dict[str, Any], label: str) -> Config:
             skip_nodes_with_custom_controller_pods=sd["skipNodesWithCustomControllerPods"],
             ignore_daemonsets_utilization=sd["ignoreDaemonSetsUtilization"],
             blocking_system_pod_disruption_timeout=_duration(sd["blockingSystemPodDisruptionTimeout"]),
+            windows=_windows(sd["windows"], label, document),
         ),
         limits=LimitsConfig(lim["maxNodesTotal"], cores[0], cores[1], memory[0], memory[1]),
         git=GitConfig(

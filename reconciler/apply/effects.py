@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from reconciler.inventory import Inventory
@@ -54,7 +55,8 @@ class Effects:
     `refreshing(group)`: an instance refresh is under way in the group (asked only when the answer
     matters: apply is about to change it);
     `stopping(finishes_by)`: the `run` loop is stopping and a step that ends by `finishes_by`
-    (time.monotonic) would not end within its grace period: the step is abandoned safely.
+    (time.monotonic) would not end within its grace period: the step is abandoned safely;
+    `clock()`: the time now, for a batch that starts later in the run (scaleDown.windows).
     """
 
     actuator: Actuator
@@ -69,3 +71,4 @@ class Effects:
     # whether an instance refresh is replacing the group's instances, asked of AWS right before
     # apply would change the group (one DescribeInstanceRefreshes each, only for groups it changes)
     refreshing: Callable[[str], bool] = lambda group: False
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC)

@@ -1,6 +1,7 @@
 """Removing approved instances, in batches of `apply.maxParallelDrains` (DESIGN §3 rules 2, 5, 6).
 
 The order for each batch closes the races an unattended apply meets:
+  0. every scale-down window closed since the run started (scaleDown.windows): the batch waits;
   1. taint the nodes (checking, on the same guarded read, that each still is the approved instance),
      so nothing new is scheduled onto them from here on;
   2. observe the cluster again and re-run the planner on that state (rule 5), so the verdict is newer
@@ -27,6 +28,7 @@ from reconciler.apply.effects import Effects
 from reconciler.apply.inputs import ApplyInputs
 from reconciler.apply.outcome import GroupRun
 from reconciler.apply.recheck import approved_verdicts
+from reconciler.apply.window_gate import closed_since_start
 from reconciler.errors import OperationError, ReconcilerError, RefusedError, StopRequested, UncertainError
 from reconciler.gitops.plan_edits import committed_groups
 from reconciler.inventory import GroupInventory, Inventory
@@ -81,6 +83,11 @@ def remove_all(
         batch = list(removals[start : start + size])
         if effects.stopping(math.inf):  # the run loop is stopping: no new batch is tainted
             raise StopRequested
+        closed = closed_since_start(inputs.config.scale_down.windows, effects.clock())
+        if closed:  # scaleDown.windows: no batch starts after they all closed
+            for removal in batch:
+                removal.refuse(closed)
+            continue
         try:
             _remove_batch(inputs, batch, watched, terminated_nodes, stopping)
         except BaseException:

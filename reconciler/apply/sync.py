@@ -3,7 +3,8 @@
 Increases are SetDesiredCapacity, at most `apply.maxStep` instances per group per run. Approved
 removals pass the gates here — the approving commit (the one whose own diff added the instance),
 `scaleDown.proposalTTL`, the planner's re-check, group settings under which a named termination
-would not do what it says, apply's own records being trustworthy — and are then drained and
+would not do what it says, apply's own records being trustworthy, `scaleDown.windows` (last, so a
+removal refused for another reason takes no place in the window) — and are then drained and
 terminated by reconciler/apply/removal.py. A desired above the manifest is never lowered: the group
 is refused and the next plan names instances for it. Nodes carrying our drain taint that this run
 does not remove are given back (reconciler/apply/taints.py).
@@ -19,6 +20,7 @@ from reconciler.apply.outcome import SCALE_DOWN, SCALE_UP, ApplyReport, GroupRun
 from reconciler.apply.recheck import approved_verdicts
 from reconciler.apply.removal import IN_SERVICE, Removal, remove_all
 from reconciler.apply.taints import give_back_unapproved, sweep
+from reconciler.apply.window_gate import WindowGate
 from reconciler.config import Config
 from reconciler.durations import format_duration
 from reconciler.errors import ReconcilerError, RefusedError
@@ -45,6 +47,7 @@ def apply(inputs: ApplyInputs, effects: Effects) -> ApplyReport:
     stuck: list[str] = []
     runs: dict[str, GroupRun] = {}
     removals: list[Removal] = []
+    window = WindowGate(inputs.config.scale_down.windows, inputs.now)
     give_back_unapproved(inputs, by_name, committed, effects, given_back, stuck)
     for entry in inputs.manifest.groups:
         inventory = by_name.get(entry.name)
@@ -60,7 +63,7 @@ def apply(inputs: ApplyInputs, effects: Effects) -> ApplyReport:
         run = GroupRun(entry.name, inventory.group.desired, inventory.group.desired)
         runs[entry.name] = run
         try:
-            removals += _sync_group(inputs, inventory, committed[entry.name], verdicts, run, effects)
+            removals += _sync_group(inputs, inventory, committed[entry.name], verdicts, run, effects, window)
         except RefusedError as exc:
             run.refuse(str(exc))
         except ReconcilerError as exc:
@@ -107,6 +110,7 @@ def _sync_group(
     verdicts: Mapping[str, str | None],
     run: GroupRun,
     effects: Effects,
+    window: WindowGate,
 ) -> list[Removal]:
     """Raise the group if main says so; return the removals that passed every gate, in order."""
     group = inventory.group
@@ -141,7 +145,9 @@ def _sync_group(
         return []
     chosen: list[Removal] = []
     for instance in base.approved_present:
-        removal = _gate(inputs, inventory, instance, verdicts.get(instance), run, effects, len(chosen))
+        removal = _gate(
+            inputs, inventory, instance, verdicts.get(instance), run, effects, len(chosen), window
+        )
         if removal is not None:
             chosen.append(removal)
     return chosen
@@ -266,8 +272,10 @@ def _gate(
     run: GroupRun,
     effects: Effects,
     already: int,
+    window: WindowGate,
 ) -> Removal | None:
-    """The gate, the TTL, the first re-check and the group's bounds for one approved instance."""
+    """The gate, the TTL, the first re-check, the group's bounds and the scale-down window for one
+    approved instance."""
     origin = inputs.introduced.get((inventory.name, instance))
     if origin is None:
         run.refuse(f"{instance}: no commit on the first-parent history of main lists it; not removed")
@@ -302,6 +310,10 @@ def _gate(
         return None
     if run.after - already - 1 < group.min_size:
         run.refuse(f"{instance}: removing it would take {group.name} below its min size {group.min_size}")
+        return None
+    closed = window.take()
+    if closed:
+        run.refuse(f"{instance}: {closed}")
         return None
     node = next((n.name for n in inventory.nodes if n.instance_id == instance), None)
     if inputs.dry_run:

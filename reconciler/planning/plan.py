@@ -42,6 +42,7 @@ from reconciler.planning.types import (
     Removal,
     UnremovableNode,
 )
+from reconciler.windows import closed_notice
 
 _LAUNCHING = frozenset({"Pending", "Pending:Wait", "Pending:Proceed", "InService"})
 
@@ -207,6 +208,10 @@ def make_plan(inputs: PlanInputs) -> Plan:
         warnings.append(
             f"cluster-autoscaler is live ({inventory.state.autoscaler.source}): apply will refuse"
         )
+    if any(g.removals for g in group_plans):  # scaleDown.windows: say how long approved ones wait
+        closed = closed_notice(config.scale_down.windows, now)
+        if closed:
+            warnings.append(closed)
     return Plan(
         cluster=config.cluster,
         groups=group_plans,

@@ -80,12 +80,23 @@ def trace() -> None:
     metavar="TIME",
     help="The trace's start, RFC 3339 (default 2026-06-01T00:00:00Z); times of day follow its UTC clock.",
 )
+@click.option(
+    "--groups",
+    "groups_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="YAML or JSON `groups: [...]` as in a trace's cluster line, instead of the default groups.",
+)
 @_output_file
-def generate(kind: str, hours: float, seed: int, start: str | None, output: Path | None) -> None:
+def generate(
+    kind: str, hours: float, seed: int, start: str | None, groups_file: Path | None, output: Path | None
+) -> None:
     """A synthetic trace, on the default groups (general m5.large 1..50, batch m5.2xlarge 0..20)."""
     from reconciler.simulation.generate import generate as generate_trace
+    from reconciler.simulation.trace import read_groups
 
-    _emit(generate_trace(kind, hours, seed, start=_start(start)), output)
+    groups = None if groups_file is None else read_groups(groups_file)
+    _emit(generate_trace(kind, hours, seed, start=_start(start), groups=groups), output)
 
 
 @trace.command()

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+from ruamel.yaml.comments import CommentedMap
 
-from reconciler.documents import check, load_schema
+from reconciler.documents import check, load_schema, parse_yaml, plain
 from reconciler.errors import UserError
 from reconciler.kube.parse import ObjectReader
 from reconciler.model import Pod, Taint
@@ -207,22 +208,12 @@ class _Checker:
                 "cluster.start",
                 f"{document['start']!r} is not a real time: {exc} (e.g. 2026-06-01T00:00:00Z)",
             ) from None
+        problem = _group_problem(document["groups"])
+        if problem is not None:
+            index, key, message = problem
+            raise self.fail(number, f"cluster.groups.{index}.{key}", message)
         groups: list[TraceGroup] = []
-        seen: set[str] = set()
-        for index, raw in enumerate(document["groups"]):
-            where = f"cluster.groups.{index}"
-            if raw["name"] in seen:
-                raise self.fail(
-                    number, f"{where}.name", f"{raw['name']!r} is listed twice (give each group its own name)"
-                )
-            seen.add(raw["name"])
-            if not raw["minSize"] <= raw["desired"] <= raw["maxSize"]:
-                raise self.fail(
-                    number,
-                    f"{where}.desired",
-                    f"{raw['desired']} is not within minSize {raw['minSize']} and maxSize {raw['maxSize']} "
-                    "(use minSize <= desired <= maxSize)",
-                )
+        for raw in document["groups"]:
             groups.append(
                 TraceGroup(
                     name=raw["name"],
@@ -306,6 +297,50 @@ class _Checker:
 
 
 _KINDS = ("cluster", "arrive", "depart")
+
+
+def _group_problem(groups: Sequence[Mapping[str, Any]]) -> tuple[int, str, str] | None:
+    """What the schema cannot say about schema-valid groups: (index, key, message), or None."""
+    seen: set[str] = set()
+    for index, raw in enumerate(groups):
+        if raw["name"] in seen:
+            return index, "name", f"{raw['name']!r} is listed twice (give each group its own name)"
+        seen.add(raw["name"])
+        if not raw["minSize"] <= raw["desired"] <= raw["maxSize"]:
+            return (
+                index,
+                "desired",
+                f"{raw['desired']} is not within minSize {raw['minSize']} and maxSize {raw['maxSize']} "
+                "(use minSize <= desired <= maxSize)",
+            )
+    return None
+
+
+def read_groups(path: Path) -> list[dict[str, Any]]:
+    """Node groups from a YAML or JSON file holding `groups: [...]` as a cluster line has them (to
+    generate a trace on your own groups), checked the same way, errors naming the file's lines."""
+    label = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"{label}: groups file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{label}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    document = parse_yaml(text, label)
+    if not isinstance(document, CommentedMap) or "groups" not in document:
+        raise UserError(f"{label}: expected a `groups:` list of node groups, as in a trace's cluster line")
+    document.insert(0, "kind", "cluster")  # so the cluster line's schema checks it, lines kept
+    document.insert(1, "start", "2026-06-01T00:00:00Z")
+    problems = check(document, SCHEMA, label)
+    if problems:
+        raise UserError(str(problems[0]))
+    groups: list[dict[str, Any]] = plain(document["groups"])
+    problem = _group_problem(groups)
+    if problem is not None:
+        index, key, message = problem
+        line = document["groups"][index].lc.key(key)[0] + 1
+        raise UserError(f"{label}:{line}: groups.{index}.{key}: {message}")
+    return groups
 
 
 @cache

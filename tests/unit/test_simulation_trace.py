@@ -12,7 +12,15 @@ import pytest
 
 from reconciler.errors import UserError
 from reconciler.model import OwnerRef, Resources, Taint, Toleration
-from reconciler.simulation.trace import Arrival, Departure, TraceGroup, read_trace, trace_lines, write_trace
+from reconciler.simulation.trace import (
+    Arrival,
+    Departure,
+    TraceGroup,
+    read_groups,
+    read_trace,
+    trace_lines,
+    write_trace,
+)
 
 START = datetime(2026, 6, 1, tzinfo=UTC)
 GROUP: dict[str, Any] = {
@@ -311,3 +319,28 @@ def test_what_is_written_is_what_is_checked_tuples_and_odd_characters_included(t
     assert read_trace(path).groups[0].labels == {"note": "a\u2028b é"}
     assert read_trace(path).groups[0].zones == ("us-east-1a", "us-east-1b")
     assert len(path.read_text(encoding="utf-8").split("\n")) == 3  # two lines and the final newline
+
+
+def test_groups_files_are_checked_like_cluster_lines_naming_their_own_lines(tmp_path: Path) -> None:
+    path = tmp_path / "groups.yaml"
+    path.write_text("groups:\n  - name: a\n    instanceType: large\n    minSize: 0\n")
+    with pytest.raises(UserError) as caught:
+        read_groups(path)
+    assert str(caught.value).startswith(f"{path}:2: groups.0: 'maxSize' is a required property (add it)")
+    path.write_text('{"groups": [' + json.dumps(GROUP) + ", " + json.dumps(GROUP) + "]}")
+    with pytest.raises(UserError, match=rf"^{path}:1: groups.1.name: 'general' is listed twice"):
+        read_groups(path)
+    path.write_text("- name: a\n")
+    with pytest.raises(UserError, match="expected a `groups:` list of node groups"):
+        read_groups(path)
+    with pytest.raises(UserError, match="groups file not found"):
+        read_groups(tmp_path / "missing.yaml")
+    path.write_text("groups:\n  - " + json.dumps(GROUP) + "\n")
+    assert read_groups(path) == [GROUP]
+
+
+def test_the_documented_groups_file_is_valid(tmp_path: Path) -> None:
+    text = (Path(__file__).parents[2] / "docs" / "traces.md").read_text()
+    path = tmp_path / "groups.yaml"
+    path.write_text(text.split("```yaml\n", 1)[1].split("```", 1)[0])
+    assert [(g["name"], g["desired"]) for g in read_groups(path)] == [("web", 2), ("batch", 0)]

@@ -106,3 +106,35 @@ def test_every_documented_trace_command_and_option_exists() -> None:
         known = {option for param in trace.commands[name].params for option in param.opts}
         for word in rest:
             assert not word.startswith("-") or word in known, f"{where}: trace {name} has no option {word}"
+
+
+def test_generate_on_groups_from_a_file(tmp_path: Path) -> None:
+    groups = tmp_path / "groups.yaml"
+    groups.write_text(
+        "groups:\n"
+        "  - name: web\n"
+        "    instanceType: c5.xlarge\n"
+        "    minSize: 2\n"
+        "    maxSize: 30\n"
+        "    desired: 2\n"
+        "    zones: [eu-west-1a]\n"
+    )
+    result = CliRunner().invoke(trace, ["generate", "--kind", "steady", "--groups", str(groups)])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout.splitlines()[0])["groups"] == [
+        {
+            "name": "web",
+            "instanceType": "c5.xlarge",
+            "minSize": 2,
+            "maxSize": 30,
+            "desired": 2,
+            "zones": ["eu-west-1a"],
+        }
+    ]
+    groups.write_text(groups.read_text().replace("desired: 2", "desired: 40"))
+    result = CliRunner().invoke(trace, ["generate", "--groups", str(groups)])
+    assert isinstance(result.exception, UserError)
+    assert str(result.exception) == (
+        f"{groups}:6: groups.0.desired: 40 is not within minSize 2 and maxSize 30 "
+        "(use minSize <= desired <= maxSize)"
+    )

@@ -272,6 +272,170 @@ def demo(keep: Path | None) -> None:
     run_demo(click.echo, keep)
 
 
+@cli.group(invoke_without_command=True)
+@_config_option
+@click.option(
+    "--trace",
+    "trace_file",
+    type=click.Path(path_type=Path),
+    metavar="FILE",
+    help="The workload trace (JSONL, docs/traces.md); write one with `simulate trace generate`.",
+)
+@click.option(
+    "--compare",
+    type=click.Choice(["ca"]),
+    multiple=True,
+    help="Also run the trace under a cluster-autoscaler-like policy (scale-down at once after "
+    "scaleDown.unneededTime, no approval) and show both side by side.",
+)
+@_output_option("table", "json", "csv")
+@click.option(
+    "--plot",
+    type=click.Path(path_type=Path),
+    metavar="FILE.png",
+    help="Draw nodes per group and "
+    "pending pods over time for every policy into this PNG (needs matplotlib: the plot extra).",
+)
+@click.option(
+    "--seed",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Seeds every draw (join and approval delays): the same seed gives the same figures.",
+)
+@click.option(
+    "--approve-within",
+    default="4h",
+    show_default=True,
+    metavar="DURATION",
+    help="A proposal is approved after a delay drawn uniformly up to this (working time with "
+    "--working-hours).",
+)
+@click.option(
+    "--approve-after",
+    metavar="DURATION",
+    help="A proposal is approved exactly this long after it opens (instead of --approve-within's draw).",
+)
+@click.option(
+    "--working-hours",
+    metavar="HH:MM-HH:MM",
+    help="Reviewers approve only within these hours "
+    "(e.g. 09:00-17:00); approval delays count working time only. Default: any time.",
+)
+@click.option(
+    "--time-zone",
+    default="UTC",
+    show_default=True,
+    metavar="ZONE",
+    help="The reviewers' IANA time zone for --working-hours (e.g. Europe/Berlin).",
+)
+@click.option(
+    "--weekdays",
+    default="mon-fri",
+    show_default=True,
+    metavar="DAYS",
+    help="Working days for --working-hours (mon-fri, or a list such as mon,tue,thu).",
+)
+@click.option(
+    "--provisioning-delay",
+    "provisioning_delays",
+    multiple=True,
+    metavar="[TYPE=]DURATION",
+    help="A fixed time for a new instance to become a Ready node, for one instance type or "
+    "(without TYPE=) all; repeatable. Default: lognormal around 90s, seeded.",
+)
+@click.option(
+    "--prices",
+    type=click.Path(path_type=Path),
+    metavar="FILE",
+    help="USD per hour by instance "
+    'type, {"prices": {"m5.large": 0.096}}, over the shipped us-east-1 on-demand prices.',
+)
+@click.option(
+    "--instance-types",
+    type=click.Path(path_type=Path),
+    metavar="FILE",
+    help="Instance type facts (vcpus, memoryMiB, maxENIs, ipv4PerENI) for types the shipped table lacks.",
+)
+@click.option(
+    "--duration",
+    metavar="DURATION",
+    help="Simulate this long (e.g. 24h). Default: up to the trace's last event.",
+)
+@click.pass_context
+def simulate(
+    context: click.Context,
+    config_file: str | None,
+    trace_file: Path | None,
+    compare: tuple[str, ...],
+    output: str,
+    plot: Path | None,
+    seed: int,
+    approve_within: str,
+    approve_after: str | None,
+    working_hours: str | None,
+    time_zone: str,
+    weekdays: str,
+    provisioning_delays: tuple[str, ...],
+    prices: Path | None,
+    instance_types: Path | None,
+    duration: str | None,
+) -> None:
+    """Replay a workload trace through the planner `plan` uses, stepping a simulated clock at
+    run.interval, and measure what reviewed scale-downs cost: pending pod-seconds, time to schedule,
+    node-hours and on-demand cost per group, scale actions and proposals. With --compare ca, the same
+    trace under a cluster-autoscaler-like policy, side by side. The config (--config, else
+    $ASG_RECONCILER_CONFIG, else ./asg-reconciler.yaml if present, else defaults) gives the planner's
+    settings and scaleDown.windows; the trace gives the node groups and the pods."""
+    if context.invoked_subcommand is not None:
+        return
+    if trace_file is None:
+        raise click.UsageError(
+            "Missing option '--trace' (a trace file; write one with `simulate trace generate`)."
+        )
+    from reconciler.runtime.simulate_stage import SimulateRequest, simulate_once
+    from reconciler.simulation.report import render_csv, render_table, report_dict
+
+    report = simulate_once(
+        SimulateRequest(
+            trace=trace_file,
+            config_file=config_file,
+            compare=compare,
+            seed=seed,
+            approve_within=approve_within,
+            approve_after=approve_after,
+            working_hours=working_hours,
+            time_zone=time_zone,
+            weekdays=weekdays,
+            provisioning_delays=provisioning_delays,
+            prices=prices,
+            instance_types=instance_types,
+            duration=duration,
+        )
+    )
+    if plot is not None:
+        from reconciler.simulation.plot import write_plot
+
+        write_plot(report, plot)
+    if output == "table":
+        click.echo(render_table(report), nl=False)
+    elif output == "json":
+        click.echo(to_json(report_dict(report)), nl=False)
+    else:
+        click.echo(render_csv(report), nl=False)
+    if plot is not None:
+        click.echo(f"plot written to {plot}", err=True)
+
+
+def _register_trace_commands() -> None:
+    from reconciler.trace_cli import trace
+
+    simulate.add_command(trace)
+
+
+_register_trace_commands()
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user mistakes and failed operations become one line and an exit code; Ctrl-C
     (a KeyboardInterrupt anywhere, which click turns into Abort) is "aborted" and exit 130, at once.

@@ -120,6 +120,8 @@ class _Run:
             self._plan(at)
         self._advance(self.end)
         self._finish()
+        if self.proposal is not None:
+            self._count(open_at_end=1)
         total = time.perf_counter() - began
         self.recorder.proposals = self.proposals
         return self.recorder.result(

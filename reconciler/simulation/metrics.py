@@ -41,6 +41,7 @@ class ProposalFigures:
     instances_approved: int = 0
     instances_cancelled: int = 0  # named, then dropped by the plan before approval, or after it
     instances_expired: int = 0  # approved, but not applied within scaleDown.proposalTTL (windows)
+    open_at_end: int = 0  # a proposal still waiting for approval when the simulation ended
 
 
 @dataclass(frozen=True)

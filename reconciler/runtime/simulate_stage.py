@@ -1,0 +1,137 @@
+"""`simulate`: read the trace, the config and the data files, run the engine once per policy.
+
+The only I/O of the simulation (the engine is pure); the CLI renders what this returns.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from functools import partial
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from reconciler.config import CONFIG_ENV, DEFAULT_CONFIG_FILE, Config, load_config
+from reconciler.errors import UserError
+from reconciler.simulation.cluster import instance_types_from_document, prices_from_document
+from reconciler.simulation.engine import Settings, simulate, steps_of
+from reconciler.simulation.policies import (
+    ApprovalModel,
+    Autoscaler,
+    Policy,
+    RemovalBudget,
+    Reviewed,
+    parse_duration_option,
+    parse_provisioning,
+    parse_weekdays,
+    parse_working_hours,
+)
+from reconciler.simulation.report import SimulationReport
+from reconciler.simulation.trace import read_trace
+from reconciler.windows import allowed_removals, zone
+
+
+@dataclass(frozen=True)
+class SimulateRequest:
+    """The command line's choices, as typed (checked here, where the errors are worded)."""
+
+    trace: Path
+    config_file: str | None = None
+    compare: tuple[str, ...] = ()
+    seed: int = 1
+    approve_within: str = "4h"
+    approve_after: str | None = None
+    working_hours: str | None = None
+    time_zone: str = "UTC"
+    weekdays: str = "mon-fri"
+    provisioning_delays: tuple[str, ...] = ()
+    prices: Path | None = None
+    instance_types: Path | None = None
+    duration: str | None = None
+
+
+def simulate_once(request: SimulateRequest) -> SimulationReport:
+    config = _config(request.config_file)
+    trace = read_trace(request.trace)
+    types = instance_types_from_document(_packaged("instance_types.json"), "instance_types.json")
+    if request.instance_types is not None:
+        types.update(
+            instance_types_from_document(_read_json(request.instance_types), str(request.instance_types))
+        )
+    prices = prices_from_document(_packaged("prices.json"), "prices.json")
+    if request.prices is not None:
+        prices.update(prices_from_document(_read_json(request.prices), str(request.prices)))
+    duration = None
+    if request.duration is not None:
+        duration = parse_duration_option(request.duration, "--duration").total_seconds()
+        if duration <= 0:
+            raise UserError(f"--duration: {request.duration!r} must be above 0 (e.g. 24h)")
+    provisioning = parse_provisioning(request.provisioning_delays)
+    settings = Settings(types, prices, request.seed, provisioning, duration, label=str(request.trace))
+    policies: list[Policy] = [Reviewed(_approval(request), _budget(config))]
+    if "ca" in request.compare:
+        policies.append(Autoscaler())
+    results = tuple(simulate(trace, config, settings, policy) for policy in policies)
+    end, _ = steps_of(trace, config, duration)
+    return SimulationReport(
+        trace=str(request.trace),
+        start=trace.start,
+        duration=end,
+        interval=config.run.interval.total_seconds(),
+        seed=request.seed,
+        provisioning=provisioning.describe(),
+        config=config.source or "defaults (no config file)",
+        results=results,
+    )
+
+
+def _config(explicit: str | None) -> Config:
+    """--config, else $ASG_RECONCILER_CONFIG, else ./asg-reconciler.yaml when there is one, else the
+    schema's defaults: a simulation needs no cluster, only the planner's settings."""
+    chosen = explicit or os.environ.get(CONFIG_ENV)
+    if chosen:
+        return load_config(Path(chosen))
+    if Path(DEFAULT_CONFIG_FILE).is_file():
+        return load_config(Path(DEFAULT_CONFIG_FILE))
+    return Config(cluster="simulation")
+
+
+def _approval(request: SimulateRequest) -> ApprovalModel:
+    if request.approve_after is not None:
+        within, fixed = parse_duration_option(request.approve_after, "--approve-after"), True
+    else:
+        within, fixed = parse_duration_option(request.approve_within, "--approve-within"), False
+    hours = None
+    if request.working_hours is not None:
+        try:
+            where = zone(request.time_zone)
+        except ValueError as exc:
+            raise UserError(f"--time-zone: {exc}") from None
+        hours = parse_working_hours(request.working_hours, where, parse_weekdays(request.weekdays))
+    return ApprovalModel(within, fixed, hours)
+
+
+def _budget(config: Config) -> RemovalBudget | None:
+    """scaleDown.windows, as apply honours them: how many approved removals may go now."""
+    windows = config.scale_down.windows
+    return partial(allowed_removals, windows) if windows else None
+
+
+def _packaged(name: str) -> Any:
+    text = resources.files("reconciler.simulation").joinpath("data", name).read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"{path}: file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: cannot read: {exc}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg} (column {exc.colno})") from None

@@ -288,7 +288,14 @@ def demo(keep: Path | None) -> None:
     help="Also run the trace under a cluster-autoscaler-like policy (scale-down at once after "
     "scaleDown.unneededTime, no approval) and show both side by side.",
 )
-@_output_option("table", "json", "csv")
+@click.option(
+    "--output",
+    "-o",
+    type=click.Choice(["table", "json", "csv"]),
+    default="table",
+    show_default=True,
+    help="table for people; json or csv (one row per policy, group and figure) give the same figures.",
+)
 @click.option(
     "--plot",
     type=click.Path(path_type=Path),

@@ -189,6 +189,7 @@ def render_table(report: SimulationReport) -> str:
             "-"
             if r.policy == "ca"
             else f"{r.proposals.opened} / {r.proposals.approved} / {r.proposals.cancelled}"
+            + (" (1 open at the end)" if r.proposals.open_at_end else "")
         ),
     )
     row(

@@ -253,3 +253,11 @@ def test_an_instance_type_without_facts_is_one_line_naming_the_fix() -> None:
         UserError, match=r"groups.odd.instanceType: 'x9.huge' has no instance type facts .*--instance-types"
     ):
         run(trace, Autoscaler(), hours=1)
+
+
+def test_a_proposal_still_waiting_at_the_end_is_counted_open() -> None:
+    # proposed at 10m, approval due at 40m, the simulation ends at 30m
+    ours = run(idle_node_trace(), AFTER_30M, hours=0.5)
+    proposals = ours.proposals
+    assert (proposals.opened, proposals.approved, proposals.cancelled, proposals.open_at_end) == (1, 0, 0, 1)
+    assert ours.nodes_removed == 0

@@ -141,15 +141,17 @@ class SimInstance:
     launched_at: float  # seconds since the start (negative for the initial ones)
     node: str = ""  # the node's name once it joined
     joined_at: float | None = None
+    _model: Instance | None = field(default=None, repr=False, compare=False)
 
     def model(self, start: datetime, instance_type: str) -> Instance:
-        return Instance(
-            self.instance_id,
-            IN_SERVICE if self.node else PENDING,
-            self.zone,
-            instance_type,
-            start + timedelta(seconds=self.launched_at),
-        )
+        """As DescribeAutoScalingGroups lists it: Pending until its node joins, then InService
+        (built once per state: every step lists every instance)."""
+        state = IN_SERVICE if self.node else PENDING
+        if self._model is None or self._model.lifecycle_state != state:
+            self._model = Instance(
+                self.instance_id, state, self.zone, instance_type, start + timedelta(seconds=self.launched_at)
+            )
+        return self._model
 
 
 @dataclass

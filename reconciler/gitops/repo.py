@@ -16,9 +16,11 @@ import contextlib
 import fcntl
 import io
 import os
+import random
 import re
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -27,7 +29,16 @@ from typing import Any
 
 import git
 from gitdb import IStream  # type: ignore[import-untyped]
-from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential, wait_random
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    stop_after_delay,
+    wait_exponential,
+    wait_random,
+)
+from tenacity.wait import WaitBaseT
 
 from reconciler.config import GitConfig
 from reconciler.errors import OperationError, UserError
@@ -45,6 +56,16 @@ case "$1" in
   *) printf '%s\\n' "${{{_PASSWORD_VAR}}}" ;;
 esac
 """
+# A rejected push to a branch: fetch that branch, ask the caller again, push again; at most this many
+# times and never longer than git.timeout, waiting a random time up to unit * 2^(n-1), at most
+# PUSH_WAIT_MAX, where unit is the time an attempt takes (at least PUSH_WAIT_INITIAL). Measured with
+# 20 clusters pushing to one repository at once by benchmarks/fleet.py (docs/gitops.md).
+PUSH_ATTEMPTS = 20
+PUSH_WAIT_INITIAL = 0.05
+PUSH_WAIT_MAX = 3.0
+# A retry's fetch: one branch, no tags, no FETCH_HEAD, no walk for forced updates, no auto gc (sync,
+# at the start of every plan, still runs it): it only has to bring the branch's new tip.
+_FETCH_ONE = ("--no-tags", "--no-write-fetch-head", "--no-show-forced-updates", "--no-auto-gc")
 _URL_CREDENTIALS = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)[^/@\s]+@", re.IGNORECASE)
 
 
@@ -146,6 +167,24 @@ class WorkingCopy:
                 "fetch", "--prune", "--no-tags", REMOTE, f"+refs/heads/*:refs/remotes/{REMOTE}/*", repo=repo
             )
 
+    def fetch_branch(self, branch: str) -> str | None:
+        """Fetch only `branch` (the other branches stay as last fetched): what a push retry needs.
+
+        Its new tip, or None when the remote has no such branch (then the local copy of it goes too).
+        """
+        with self._locked():
+            tracking = f"refs/remotes/{REMOTE}/{branch}"
+            refspec = f"+refs/heads/{branch}:{tracking}"
+            try:
+                self._git("fetch", *_FETCH_ONE, REMOTE, refspec)
+            except OperationError:
+                if self.remote_head(branch) is None:  # gone (or never there): not an error
+                    if self._resolve(tracking) is not None:
+                        self._git("update-ref", "-d", tracking)
+                    return None
+                self._git("fetch", *_FETCH_ONE, REMOTE, refspec)  # created meanwhile
+            return self._resolve(tracking)
+
     def remote_head(self, branch: str) -> str | None:
         """The remote's tip of `branch` now, asked with one `git ls-remote` (no fetch): how the run
         loop's apply stage learns cheaply that main moved. None when the branch does not exist."""
@@ -166,14 +205,7 @@ class WorkingCopy:
         """The file at `ref` (a branch name of the remote, or any commit-ish); None if absent."""
         with self._locked():
             sha = self._branch_or_commit(ref)
-            if sha is None:
-                return None
-            try:
-                blob = self._open().commit(sha).tree / path
-            except KeyError:
-                return None
-            data: bytes = blob.data_stream.read()
-            return data.decode("utf-8")
+            return None if sha is None else self._file_at(sha, path)
 
     def commit(
         self,
@@ -238,24 +270,29 @@ class WorkingCopy:
         path: str,
         change: Callable[[str | None], Update | None],
         *,
-        attempts: int = 5,
-        wait_initial: float = 0.5,
-        wait_max: float = 8.0,
+        attempts: int = PUSH_ATTEMPTS,
+        wait_initial: float = PUSH_WAIT_INITIAL,
+        wait_max: float = PUSH_WAIT_MAX,
     ) -> str | None:
         """Commit `change(current text)` on `branch` and push; on a rejected push fetch and ask again.
 
         `change` gets the file as it is on the freshly fetched branch (None when absent) and returns
         the new text and message, or None for nothing to do; that is where the caller re-plans.
         Returns the new commit, or None when nothing changed. Never force-pushes.
+
+        A retry fetches only `branch` (in a fleet's repo every cluster has branches of its own, and
+        the others are not needed to rebase) after a random wait that grows with each rejection
+        (`_full_jitter`); it gives up after `attempts` tries or `timeout` seconds, whichever is first.
         """
-        retrying = _push_retries(attempts, wait_initial, wait_max)
+        retrying = _push_retries(attempts, _full_jitter(wait_initial, wait_max), self.timeout)
         try:
             for attempt in retrying:
                 with attempt:
                     if attempt.retry_state.attempt_number > 1:
-                        self.sync()
-                    parent = self.head(branch)
-                    wanted = change(self.read_file(path, parent) if parent else None)
+                        parent = self.fetch_branch(branch)
+                    else:
+                        parent = self.head(branch)
+                    wanted = change(self._file_at(parent, path) if parent else None)
                     if wanted is None:
                         return None
                     sha = self.commit(parent, {path: wanted.text}, wanted.message)
@@ -264,9 +301,13 @@ class WorkingCopy:
                     self.push(sha, branch)
                     return sha
         except PushRejected:
+            tries, took = (
+                retrying.statistics["attempt_number"],
+                retrying.statistics["delay_since_first_attempt"],
+            )
             raise OperationError(
-                f"git push to {branch} of {self.shown_url} was rejected {attempts} times:"
-                " another writer keeps moving it; try again later"
+                f"git push to {branch} of {self.shown_url} was rejected {tries} times in {took:.0f}s:"
+                " other writers keep moving it; try again later"
             ) from None
         return None  # pragma: no cover - the loop always returns or raises
 
@@ -406,7 +447,8 @@ class WorkingCopy:
         the caller merges its change into another writer's. Each attempt holds the work dir's lock
         from fetch to push. Returns the new notes commit, or None. Never force-pushes.
         """
-        retrying = _push_retries(attempts, wait_initial, wait_max)
+        wait = wait_exponential(multiplier=wait_initial, max=wait_max) + wait_random(0, wait_initial)
+        retrying = _push_retries(attempts, wait)
         try:
             for attempt in retrying:
                 with attempt, self._locked():
@@ -462,6 +504,16 @@ class WorkingCopy:
             if info.flags & (git.PushInfo.REMOTE_REJECTED | git.PushInfo.REMOTE_FAILURE | git.PushInfo.ERROR):
                 summary = redact(info.summary.strip(), (self._token,))
                 raise OperationError(f"git push to {branch} of {self.shown_url} was refused: {summary}")
+
+    def _file_at(self, commit: str, path: str) -> str | None:
+        """The file at a commit known to exist (no `rev-parse`: a retry reads it on every attempt)."""
+        with self._locked():
+            try:
+                blob = self._open().commit(commit).tree / path
+            except KeyError:
+                return None
+            data: bytes = blob.data_stream.read()
+            return data.decode("utf-8")
 
     def _blob_text(self, blob: str) -> str:
         data: bytes = self._open().odb.stream(bytes.fromhex(blob)).read()
@@ -589,12 +641,30 @@ class WorkingCopy:
             lock.close()
 
 
-def _push_retries(attempts: int, wait_initial: float, wait_max: float) -> Retrying:
+def _full_jitter(initial: float, cap: float) -> Callable[[RetryCallState], float]:
+    """A wait anywhere from 0 to unit * 2^(n-1) after the nth rejection, at most `cap` ("full
+    jitter"), where unit is the mean time an attempt took, at least `initial`.
+
+    Writers that lost the same race spread over a window that doubles until only about one of them
+    tries at a time; measured in attempts, so a slow remote or a busy machine spreads them as widely
+    as a fast one, and the first retries of two racing writers cost them a few tens of milliseconds.
+    """
+
+    def wait(state: RetryCallState) -> float:
+        took = (state.outcome_timestamp or time.monotonic()) - state.start_time - state.idle_for
+        unit = max(initial, took / state.attempt_number)
+        return random.uniform(0, min(cap, unit * 2 ** (state.attempt_number - 1)))
+
+    return wait
+
+
+def _push_retries(attempts: int, wait: WaitBaseT, timeout: float | None = None) -> Retrying:
     """Retry a fetch-change-push on rejection only, backing off with jitter so racing writers part."""
+    stop = stop_after_attempt(attempts)
     return Retrying(
         retry=retry_if_exception_type(PushRejected),
-        stop=stop_after_attempt(attempts),
-        wait=wait_exponential(multiplier=wait_initial, max=wait_max) + wait_random(0, wait_initial),
+        stop=stop if timeout is None else stop | stop_after_delay(timeout),
+        wait=wait,
         reraise=True,
     )
 

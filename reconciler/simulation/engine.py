@@ -6,8 +6,12 @@ order, and after each moment's events the scheduler binds what fits. At every `r
 planner runs on a snapshot of the simulated cluster and ASGs, exactly as `plan` would on a live one:
 `build_inventory` then `planning.plan.make_plan`, with the planner memory (unneeded_since,
 backoffs, last scale-up) carried from step to step and the open proposal's instances as `proposed`.
-Its scale-ups are applied at once (instances launch and join after the provisioning delay); its
-scale-downs go through the policy (`policies.py`).
+Its scale-ups are applied at once (instances launch and join after the provisioning delay), under
+ours at most `apply.maxStep` per group per step as apply raises them (the rest stays decided on
+"main", an unapplied increase the next plans count as upcoming, and is raised at the next steps); its
+scale-downs go through the policy (`policies.py`). Under ours an approved removal is drained only if
+apply's re-check (`apply.recheck.approved_verdicts`, DESIGN §3 rule 5) passes it on the same
+snapshot the plan read; one it refuses stays approved and waits, as in apply.
 
 Ordering at one moment: departures and finished jobs, then joins, then approvals, then arrivals,
 then the scheduler; a plan at that moment comes last, so it sees everything that happened by then.
@@ -23,12 +27,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from reconciler.apply.recheck import approved_verdicts
 from reconciler.aws.instance_types import InstanceTypeInfo
 from reconciler.config import Config
 from reconciler.errors import UserError
-from reconciler.inventory import build_inventory
+from reconciler.inventory import Inventory, build_inventory
 from reconciler.planning import plan as planner
-from reconciler.planning.types import CommittedGroup, GroupPlan, PlanInputs, PlannerMemory
+from reconciler.planning.types import CommittedGroup, PlanInputs, PlannerMemory
 from reconciler.simulation.cluster import INITIAL_AGE, BoundPod, PendingPod, World, group_template
 from reconciler.simulation.metrics import PolicyResult, ProposalFigures, Recorder
 from reconciler.simulation.policies import Autoscaler, Policy, ProvisioningModel, Reviewed
@@ -87,7 +92,14 @@ class _Run:
         self.memory = PlannerMemory()
         self.last_scale_up: dict[str, datetime] = {}
         self.run_for: dict[str, float] = {}  # pod key -> seconds it runs once bound (jobs)
-        self.generation: dict[str, int] = {}  # pod key -> binding count: stale finish events are skipped
+        # pod key -> the serial of its current binding (one counter for every binding of the run, never
+        # reset): a finish event of an earlier binding (before an eviction, or of an earlier pod of
+        # the same name) names another serial and is skipped
+        self.generation: dict[str, int] = {}
+        self.bindings = 0
+        # ours: increases decided ("on main") but not yet raised in the ASG (apply.maxStep per step)
+        self.unapplied: dict[str, int] = {}
+        self.refused: set[str] = set()  # approved instances apply's re-check held back at least once
         self.approved: dict[str, tuple[str, float]] = {}  # instance -> (group, approved at)
         self.proposal: _Proposal | None = None
         self.proposals = ProposalFigures()
@@ -187,7 +199,8 @@ class _Run:
         for was, now in self.world.schedule(keys, at):
             self.recorder.bound(was.since, at, was.arrival)
             key = now.pod.key
-            generation = self.generation[key] = self.generation.get(key, 0) + 1
+            self.bindings += 1
+            generation = self.generation[key] = self.bindings
             run_for = self.run_for.get(key)
             if run_for is not None:
                 self._push(at + run_for, _FINISH, (key, generation))
@@ -220,10 +233,14 @@ class _Run:
         evicted = False
         new: dict[str, str] = {}  # instance -> group: removals the plan proposes now
         kept: list[tuple[str, str]] = []  # approved removals the plan keeps
+        reviewed = isinstance(self.policy, Reviewed)
         for g in plan.groups:
             if g.new_nodes:
-                self._scale_up(g, at)
                 self.last_scale_up[g.name] = now
+                if reviewed:
+                    self.unapplied[g.name] = self.unapplied.get(g.name, 0) + g.new_nodes
+                else:
+                    self._scale_up(g.name, g.new_nodes, at)
             for instance_id in g.cancelled_removals:
                 if self.approved.pop(instance_id, None) is not None:
                     self._count(instances_cancelled=1)
@@ -240,33 +257,54 @@ class _Run:
         if isinstance(self.policy, Autoscaler):
             evicted |= self._remove(list(new.items()), at)
         else:
-            evicted |= self._apply_approved(kept, at, now)
+            committed = self._committed()  # the manifest this plan leaves on main, as apply reads it
+            self._raise_unapplied(at)
+            evicted |= self._apply_approved(kept, at, now, inventory, committed)
             self._propose(new, at, now)
         if evicted:
             self._schedule(None, at)
         self.recorder.sample(at, {n: len(g.instances) for n, g in world.groups.items()}, len(world.pending))
 
     def _committed(self) -> dict[str, CommittedGroup]:
-        """Approved removals not yet applied, as the manifest on main would list them."""
+        """What the manifest on main would hold for the groups it changes: approved removals not yet
+        applied, and increases not yet raised (apply.maxStep)."""
         by_group: dict[str, list[str]] = {}
         for instance_id, (group, _) in self.approved.items():
             by_group.setdefault(group, []).append(instance_id)
+        names = [n for n in self.world.groups if n in by_group or self.unapplied.get(n)]
         return {
             name: CommittedGroup(
-                desired=self.world.groups[name].desired - len(ids), remove_instances=tuple(ids)
+                desired=self.world.groups[name].desired
+                + self.unapplied.get(name, 0)
+                - len(by_group.get(name, ())),
+                remove_instances=tuple(by_group.get(name, ())),
             )
-            for name, ids in by_group.items()
+            for name in names
         }
 
-    def _scale_up(self, g: GroupPlan, at: float) -> None:
-        group = self.world.groups[g.name]
+    def _raise_unapplied(self, at: float) -> None:
+        """Ours: apply raises each group by what main decided, at most apply.maxStep per run and never
+        above the group's max size; the rest waits for the next step."""
+        step = self.config.apply.max_step
+        for name in list(self.unapplied):
+            group = self.world.groups[name]
+            wanted = group.desired + self.unapplied[name]
+            target = min(wanted, group.desired + step, group.spec.max_size)
+            if target > group.desired:
+                self._scale_up(name, target - group.desired, at)
+            self.unapplied[name] = wanted - group.desired
+            if self.unapplied[name] <= 0 or group.desired >= group.spec.max_size:
+                del self.unapplied[name]
+
+    def _scale_up(self, name: str, nodes: int, at: float) -> None:
+        group = self.world.groups[name]
         provisioning, seed = self.settings.provisioning, self.settings.seed
-        for _ in range(g.new_nodes):
-            instance = self.world.launch(g.name, at)
-            delay = provisioning.delay(group.spec.instance_type, seed, g.name, group.launches)
-            self._push(at + delay, _JOIN, (g.name, instance.instance_id))
-        group.desired += g.new_nodes
-        self.recorder.scale_up(g.name, g.new_nodes)
+        for _ in range(nodes):
+            instance = self.world.launch(name, at)
+            delay = provisioning.delay(group.spec.instance_type, seed, name, group.launches)
+            self._push(at + delay, _JOIN, (name, instance.instance_id))
+        group.desired += nodes
+        self.recorder.scale_up(name, nodes)
 
     def _remove(self, removals: list[tuple[str, str]], at: float) -> bool:
         """Drain and terminate (instance, group) pairs; True when pods were evicted."""
@@ -278,7 +316,9 @@ class _Run:
             for entry in self.world.terminate(instance_id, group, at):
                 evicted = True
                 self.recorder.evictions += 1
-                self.generation.pop(entry.pod.key, None)  # its job starts over where it lands
+                # its job starts over where it lands: the next binding gets a new serial, so this
+                # binding's finish event no longer matches
+                self.generation.pop(entry.pod.key, None)
             done[group] = done.get(group, 0) + 1
         for group, count in done.items():
             self.recorder.scale_down(group, count)
@@ -286,10 +326,20 @@ class _Run:
 
     # ------------------------------------------------------------------------------ reviewed scale-downs
 
-    def _apply_approved(self, kept: list[tuple[str, str]], at: float, now: datetime) -> bool:
-        """Approved removals the plan keeps are drained and terminated, as many as the scale-down
-        windows allow now, oldest approval first; one waiting past scaleDown.proposalTTL expires
-        (apply refuses it; the planner proposes again if still unneeded)."""
+    def _apply_approved(
+        self,
+        kept: list[tuple[str, str]],
+        at: float,
+        now: datetime,
+        inventory: Inventory,
+        committed: Mapping[str, CommittedGroup],
+    ) -> bool:
+        """Approved removals the plan keeps pass apply's gates in apply's order, oldest approval
+        first: one waiting past scaleDown.proposalTTL expires (apply refuses it; the planner proposes
+        again if still unneeded); one apply's re-check refuses on the snapshot the plan read (busy
+        again, or no longer drainable) stays approved and waits; the rest are drained and
+        terminated, as many as the scale-down windows allow now (the window last, as in apply, so a
+        refused removal takes no place in it)."""
         assert isinstance(self.policy, Reviewed)
         ttl = self.config.scale_down.proposal_ttl.total_seconds()
         waiting = sorted(kept, key=lambda p: (self.approved[p[1]][1], p[1]))
@@ -301,6 +351,18 @@ class _Run:
             else:
                 ready.append((instance_id, group))
         budget = None if self.policy.budget is None else self.policy.budget(now)
+        if not ready or budget == 0:
+            return False  # nothing to re-check: outside every window apply refuses them all anyway
+        # apply re-checks every approved removal of the manifest together (reconciler/apply/sync.py)
+        verdicts = approved_verdicts(self.config, now, inventory, committed)
+        passed = []
+        for instance_id, group in ready:
+            if verdicts.get(instance_id) is None:
+                passed.append((instance_id, group))
+            elif instance_id not in self.refused:
+                self.refused.add(instance_id)
+                self._count(instances_refused=1)
+        ready = passed
         if budget is not None:
             ready = ready[: max(budget, 0)]
         for instance_id, _ in ready:

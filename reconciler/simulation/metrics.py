@@ -7,7 +7,8 @@ Definitions (docs/simulate.md repeats them):
   scale-down and bound again counts in pending pod-seconds, not here);
 - node-hours: each instance from its launch (or the start) to its termination (or the end), the
   time AWS bills, so instances still joining count;
-- cost: node-hours times the on-demand price of the group's instance type.
+- cost: node-hours times the on-demand price of the group's instance type (0 for a group without
+  node-hours, whether its type has a price or not).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ class GroupFigures:
     name: str
     instance_type: str
     node_hours: float
-    cost: float | None  # USD; None when the price of its instance type is not known
+    cost: float | None  # USD; None when the price of its instance type is not known (and it ran)
     scale_ups: int  # steps that raised the group
     nodes_added: int
     scale_downs: int  # steps that removed instances of the group
@@ -41,6 +42,9 @@ class ProposalFigures:
     instances_approved: int = 0
     instances_cancelled: int = 0  # named, then dropped by the plan before approval, or after it
     instances_expired: int = 0  # approved, but not applied within scaleDown.proposalTTL (windows)
+    # approved, and held back at least once by apply's re-check (busy again or no longer drainable
+    # when a removal could go): each waited, still approved, as apply leaves it
+    instances_refused: int = 0
     open_at_end: int = 0  # a proposal still waiting for approval when the simulation ended
 
 
@@ -184,6 +188,8 @@ class Recorder:
         for name, counts in self.groups.items():
             hours = counts.seconds / 3600
             price = prices.get(counts.instance_type)
+            if price is None and hours == 0:
+                price = 0.0  # a group that never ran costs nothing, priced or not: no warning
             if price is None:
                 missing.add(counts.instance_type)
             groups.append(

@@ -2,12 +2,14 @@
 
 - `Reviewed` (ours): a proposal opens naming the instances; a person approves it after a delay the
   `ApprovalModel` draws; what the plan still proposes then is approved and removed at the next step
-  (the planner may still cancel it, as apply's re-check would), inside scale-down windows if any.
+  that apply's gates allow (a later plan may still cancel it; apply's re-check may hold it back
+  while its node is busy again), inside scale-down windows if any. Scale-ups are raised as apply
+  raises them: at most apply.maxStep per group per step.
 - `Autoscaler` (cluster-autoscaler-like): every removal the plan names is drained and terminated at
-  once. The planner has already waited scaleDown.unneededTime, as CA does.
+  once. The planner has already waited scaleDown.unneededTime, as CA does. Scale-ups all at once.
 
-Scale-ups are the same for both: applied at the step that plans them. Pure: delays are drawn from
-seeded generators named by (seed, what, index), so a run never depends on another's draws.
+Both apply scale-ups at the step that plans them. Pure: delays are drawn from seeded generators
+named by (seed, what, index), so a run never depends on another's draws.
 """
 
 from __future__ import annotations

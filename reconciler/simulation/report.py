@@ -66,6 +66,7 @@ def policy_dict(r: PolicyResult) -> dict[str, Any]:
             "instancesApproved": r.proposals.instances_approved,
             "instancesCancelled": r.proposals.instances_cancelled,
             "instancesExpired": r.proposals.instances_expired,
+            "instancesRefused": r.proposals.instances_refused,
             "openAtEnd": r.proposals.open_at_end,
         },
         "nodeGroups": [
@@ -198,7 +199,7 @@ def render_table(report: SimulationReport) -> str:
             "-"
             if r.policy == "ca"
             else f"{r.proposals.instances_approved} / {r.proposals.instances_cancelled}"
-            + (f" ({r.proposals.instances_expired} expired)" if r.proposals.instances_expired else "")
+            + _held(r.proposals.instances_expired, r.proposals.instances_refused)
         ),
     )
 
@@ -243,6 +244,14 @@ def render_table(report: SimulationReport) -> str:
         f"of which the planner {1000 * planner / plans:.1f} ms"
     )
     return "\n".join(lines) + "\n"
+
+
+def _held(expired: int, refused: int) -> str:
+    """Approved instances that waited: " (2 expired, 1 refused by the re-check)", or ""."""
+    parts = [f"{expired} expired"] if expired else []
+    if refused:
+        parts.append(f"{refused} refused by the re-check")
+    return f" ({', '.join(parts)})" if parts else ""
 
 
 def format_duration_seconds(value: float) -> str:

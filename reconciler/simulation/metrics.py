@@ -38,7 +38,7 @@ class ProposalFigures:
     opened: int = 0
     approved: int = 0
     cancelled: int = 0
-    instances_proposed: int = 0  # distinct instances any proposal named
+    instances_proposed: int = 0  # instances each proposal named, once per proposal
     instances_approved: int = 0
     instances_cancelled: int = 0  # named, then dropped by the plan before approval, or after it
     instances_expired: int = 0  # approved, but not applied within scaleDown.proposalTTL (windows)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ from reconciler.documents import check, fill_defaults, load_schema, plain, read_
 from reconciler.durations import parse_duration
 from reconciler.errors import UserError
 from reconciler.quantity import int_value, milli_value
-from reconciler.windows import Window, parse_cron, zone
+from reconciler.windows import HORIZON, MAX_DURATION, Window, next_opening, parse_cron, zone
 
 DEFAULT_CONFIG_FILE = "asg-reconciler.yaml"
 CONFIG_ENV = "ASG_RECONCILER_CONFIG"
@@ -242,7 +242,8 @@ def _where(label: str, document: Any, path: tuple[str | int, ...]) -> str:
 
 def _windows(items: list[dict[str, Any]], label: str, document: Any) -> tuple[Window, ...]:
     """scaleDown.windows; what the schema cannot see (a cron field out of range, a zone that does
-    not exist, a zero duration) is one line naming the file, line, key and fix."""
+    not exist, a duration of 0 or above MAX_DURATION, windows under which no removal could ever go)
+    is one line naming the file, line, key and fix."""
     windows = []
     for index, item in enumerate(items):
         key = f"scaleDown.windows.{index}"
@@ -262,18 +263,34 @@ def _windows(items: list[dict[str, Any]], label: str, document: Any) -> tuple[Wi
             zone(zone_name)
         except ValueError as exc:
             raise UserError(f"{where('timeZone')}: {key}.timeZone: {exc}") from None
-        duration = _duration(item["duration"])
-        if duration <= timedelta(0):
+        try:
+            duration: timedelta | None = _duration(item["duration"])
+        except ValueError:  # the schema checked the form: too long to be a time at all
+            duration = None
+        if duration is not None and duration <= timedelta(0):
             raise UserError(
                 f"{where('duration')}: {key}.duration: {item['duration']} must be above 0 "
                 "(how long each window stays open, e.g. 8h)"
             )
+        if duration is None or duration > MAX_DURATION:
+            raise UserError(
+                f"{where('duration')}: {key}.duration: {item['duration']} is above {MAX_DURATION.days} "
+                f"days ({MAX_DURATION.days * 24}h), the longest a window may stay open (e.g. 8h; for no "
+                "limit on when removals go, leave scaleDown.windows out)"
+            )
         windows.append(Window(schedule, duration, item.get("maxNodes"), zone_name))
+    where_all = _where(label, document, ("scaleDown", "windows"))
     if windows and all(w.blackout for w in windows):
         raise UserError(
-            f"{_where(label, document, ('scaleDown', 'windows'))}: scaleDown.windows: every window has "
-            "maxNodes 0, so no approved removal would ever be applied (give one a maxNodes above 0, "
-            "or leave it out; to stop scale-downs, set scaleDown.enabled: false)"
+            f"{where_all}: scaleDown.windows: every window has maxNodes 0, so no approved removal would "
+            "ever be applied (give one a maxNodes above 0, or leave it out; to stop scale-downs, set "
+            "scaleDown.enabled: false)"
+        )
+    if windows and next_opening(windows, datetime.now(UTC)) is None:
+        raise UserError(
+            f"{where_all}: scaleDown.windows: no approved removal could be applied for the next "
+            f"{HORIZON.days // 366} years: whenever a window with maxNodes above 0 is open, one with "
+            "maxNodes 0 is open too (move or shorten the maxNodes 0 window, or lengthen the others)"
         )
     return tuple(windows)
 

@@ -10,7 +10,8 @@ _UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m":
 
 
 def parse_duration(text: str) -> timedelta:
-    """Parse a Go duration; raises ValueError for anything else (`"10 minutes"`, `10`)."""
+    """Parse a Go duration; raises ValueError for anything else (`"10 minutes"`, `10`), and for one
+    too long to be a timedelta (`99999999999999h`), so callers' one-line error paths catch it."""
     text = text.strip()
     if text == "0":
         return timedelta(0)
@@ -22,7 +23,10 @@ def parse_duration(text: str) -> timedelta:
         position = match.end()
     if position == 0 or position != len(text):
         raise ValueError(f"{text!r} is not a duration")
-    return timedelta(seconds=seconds)
+    try:
+        return timedelta(seconds=seconds)
+    except OverflowError:  # beyond timedelta's ~2.7 million years (or an infinite float)
+        raise ValueError(f"{text!r} is too long a duration") from None
 
 
 def format_duration(value: timedelta) -> str:

@@ -11,7 +11,14 @@ budgets, so a window with `max_nodes` 0 is a blackout inside the others.
 
 Wall-clock times that a daylight-saving change skips fire when the clock resumes (as Vixie cron
 does, so a daily window is never lost for a day); times that occur twice fire once, at the first.
-Durations are elapsed time: an 8h window over a DST change ends 7 or 9 wall-clock hours later.
+A time the clock then does not show for a whole day (midnight of the 30 December 2011 that
+Pacific/Apia skipped) has no fire. Durations are elapsed time (at most MAX_DURATION): an 8h window
+over a DST change ends 7 or 9 wall-clock hours later.
+
+Day fields follow Vixie cron as written: a day-of-month and a day-of-week both restricted match
+either, and a field written `*/N` counts as `*` for that rule. robfig/cron, which Karpenter's budgets
+use, counts `*/N` (N above 1) as restricted, so `0 9 */2 * 1` differs: here the odd days that are
+Mondays, there the odd days and every Monday.
 """
 
 from __future__ import annotations
@@ -23,9 +30,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, tzinfo
 from functools import cache
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 __all__ = [
+    "MAX_DURATION",
     "Cron",
     "Window",
     "allowed_removals",
@@ -36,6 +44,7 @@ __all__ = [
     "open_window",
     "parse_cron",
     "zone",
+    "zone_names",
 ]
 
 # How far ahead next_opening/next_closing look: a schedule on 29 February (every 4 years, 8 across
@@ -43,6 +52,9 @@ __all__ = [
 # fires every minute and never lets a window open cannot make an answer take seconds.
 HORIZON = timedelta(days=9 * 366)
 _MAX_STEPS = 200_000
+# The longest window: a year (and a day) covers every schedule that fires at least once a year; a
+# longer one is a mistake, and past some millions of hours no longer a time at all.
+MAX_DURATION = timedelta(days=366)
 
 _MACROS = {
     "@yearly": "0 0 1 1 *",
@@ -70,7 +82,8 @@ _ITEM = re.compile(r"^(?P<range>\*|\?|[0-9a-z]+(?:-[0-9a-z]+)?)(?:/(?P<step>[0-9
 @dataclass(frozen=True)
 class Cron:
     """A parsed 5-field schedule: the values each field allows, and whether day-of-month and
-    day-of-week were written with `*` (standard cron: when both are restricted, either matches)."""
+    day-of-week were written with `*` or `*/N` (Vixie cron: when both are restricted, either
+    matches)."""
 
     minutes: tuple[int, ...]
     hours: tuple[int, ...]
@@ -161,14 +174,33 @@ def _names_hint(names: dict[str, int]) -> str:
 
 
 @cache
+def zone_names() -> frozenset[str]:
+    """The names a time zone may be given by: the tz database's identifiers (this machine's
+    zoneinfo, else the tzdata package) and `UTC`. Not `localtime`, a link some systems keep to their
+    own zone: the same config would mean another zone on another machine."""
+    return frozenset(available_timezones() - {"localtime", "posixrules"}) | {"UTC"}
+
+
+@cache
 def zone(name: str) -> tzinfo:
-    """The IANA time zone `name` (`UTC`, `Europe/Berlin`); ValueError when there is no such zone."""
-    if name.upper() in ("UTC", "Z", "ETC/UTC"):
+    """The IANA time zone `name` (`UTC`, `Europe/Berlin`), spelled exactly as the tz database does;
+    ValueError (one line, with the fix) for any other name."""
+    if name in ("UTC", "Etc/UTC"):
         return UTC
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError, OSError):
-        raise ValueError(f"{name!r} is not an IANA time zone (e.g. UTC, Europe/Berlin)") from None
+    if name in zone_names():
+        try:
+            return ZoneInfo(name)
+        except (ZoneInfoNotFoundError, ValueError, OSError):
+            pass
+    raise ValueError(_not_a_zone(name))
+
+
+def _not_a_zone(name: str) -> str:
+    said = f"{name!r} is not an IANA time zone (e.g. UTC, Europe/Berlin)"
+    if name.strip().lower() == "localtime":
+        return f"{said}: localtime is whatever zone the machine reading the config has; name that zone"
+    spelled = [n for n in zone_names() if n.lower() == name.strip().lower()]
+    return f"{said}: did you mean {spelled[0]}?" if spelled else said
 
 
 @dataclass(frozen=True)
@@ -187,6 +219,8 @@ class Window:
         zone(self.time_zone)
         if self.duration <= timedelta(0):
             raise ValueError(f"duration {self.duration} must be above 0 (e.g. 8h)")
+        if self.duration > MAX_DURATION:
+            raise ValueError(f"duration {self.duration} is above {MAX_DURATION.days} days (e.g. 8h)")
         if self.max_nodes is not None and self.max_nodes < 0:
             raise ValueError(f"maxNodes {self.max_nodes} must be 0 or more")
 
@@ -233,6 +267,8 @@ def _fires(cron: Cron, where: tzinfo, after: datetime, until: datetime) -> Itera
                     if wall < local:
                         continue
                     instant = _instant(wall, where)
+                    if instant is None:  # a whole day the zone skipped: no such time, no fire
+                        continue
                     if instant > until:
                         return
                     if instant > after and instant != previous:
@@ -241,9 +277,10 @@ def _fires(cron: Cron, where: tzinfo, after: datetime, until: datetime) -> Itera
         day += timedelta(days=1)
 
 
-def _instant(wall: datetime, where: tzinfo) -> datetime:
+def _instant(wall: datetime, where: tzinfo) -> datetime | None:
     """The UTC instant of a wall-clock time: the first of two at a fall-back, the end of the gap
-    for one a spring-forward skips."""
+    for one a spring-forward skips; None when the clock shows no time in the 24 hours from it (a
+    zone that skipped a whole day, as Pacific/Apia did on 30 December 2011)."""
     if where is UTC:
         return wall.replace(tzinfo=UTC)
     probe = wall
@@ -252,7 +289,7 @@ def _instant(wall: datetime, where: tzinfo) -> datetime:
         if instant.astimezone(where).replace(tzinfo=None) == probe:
             return instant
         probe += timedelta(minutes=1)  # inside a gap: the first minute the clock shows again
-    raise AssertionError(f"no instant for {wall} in {where}")  # no zone skips a whole day
+    return None
 
 
 # ------------------------------------------------------------------------------ the answers

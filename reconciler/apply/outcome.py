@@ -18,6 +18,8 @@ class GroupOutcome:
     terminated: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     adopted: bool = False  # apply.drift adopt: desired_after is the value changed outside the tool
+    # approved removals held back by scaleDown.windows, still approved: waiting, not refused
+    waiting: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -34,7 +36,8 @@ class ApplyReport:
     @property
     def exit_code(self) -> int:
         """DESIGN §5.1: 1 if any group failed (or a node could not be given back), else 3 if any was
-        refused, else 0; 130 (as a shell reports a SIGINT) when interrupted."""
+        refused, else 0; 130 (as a shell reports a SIGINT) when interrupted. A removal waiting for a
+        scale-down window is not a refusal: alone, it leaves the run at 0."""
         if self.interrupted:
             return 130
         actions = {g.action for g in self.groups}
@@ -53,6 +56,7 @@ class ApplyReport:
                     "terminated": list(g.terminated),
                     "notes": list(g.notes),
                     "adopted": g.adopted,
+                    "waitingForWindow": list(g.waiting),
                 }
                 for g in self.groups
             ],
@@ -76,6 +80,7 @@ class GroupRun:
     refused: bool = False
     failed: bool = False
     adopted: bool = False
+    waiting: list[str] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def did(self, action: str, note: str = "") -> None:
@@ -106,6 +111,12 @@ class GroupRun:
             self.failed = True
             self.notes.append(note)
 
+    def wait(self, instance: str, why: str) -> None:
+        """An approved removal held back by scaleDown.windows: noted, still approved, not refused."""
+        with self._lock:
+            self.waiting.append(instance)
+            self.notes.append(f"{instance}: {why}")
+
     def outcome(self) -> GroupOutcome:
         action = FAILED if self.failed else REFUSED if self.refused else self.action
         return GroupOutcome(
@@ -116,4 +127,5 @@ class GroupRun:
             tuple(self.terminated),
             tuple(self.notes),
             self.adopted,
+            tuple(self.waiting),
         )

@@ -1,7 +1,8 @@
 """Removing approved instances, in batches of `apply.maxParallelDrains` (DESIGN §3 rules 2, 5, 6).
 
 The order for each batch closes the races an unattended apply meets:
-  0. every scale-down window closed since the run started (scaleDown.windows): the batch waits;
+  0. every scale-down window closed since the run started (scaleDown.windows): the batch and every
+     later one of the run wait, still approved (not a refusal);
   1. taint the nodes (checking, on the same guarded read, that each still is the approved instance),
      so nothing new is scheduled onto them from here on;
   2. observe the cluster again and re-run the planner on that state (rule 5), so the verdict is newer
@@ -60,6 +61,11 @@ class Removal:
         self.run.fail(f"{self.instance}: {why}")
         self.done = True
 
+    def wait(self, why: str) -> None:
+        """Held back by scaleDown.windows before anything was done to it: still approved."""
+        self.run.wait(self.instance, why)
+        self.done = True
+
 
 def remove_all(
     inputs: ApplyInputs,
@@ -79,14 +85,16 @@ def remove_all(
 
     watched = replace(effects, guard=guard)
     size = inputs.config.apply.max_parallel_drains
+    closed = ""
     for start in range(0, len(removals), size):
         batch = list(removals[start : start + size])
         if effects.stopping(math.inf):  # the run loop is stopping: no new batch is tainted
             raise StopRequested
-        closed = closed_since_start(inputs.config.scale_down.windows, effects.clock())
-        if closed:  # scaleDown.windows: no batch starts after they all closed
+        # scaleDown.windows: no batch starts after they all closed, nor any later one of this run
+        closed = closed or closed_since_start(inputs.config.scale_down.windows, effects.clock())
+        if closed:
             for removal in batch:
-                removal.refuse(closed)
+                removal.wait(closed)
             continue
         try:
             _remove_batch(inputs, batch, watched, terminated_nodes, stopping)

@@ -4,10 +4,11 @@ Increases are SetDesiredCapacity, at most `apply.maxStep` instances per group pe
 removals pass the gates here — the approving commit (the one whose own diff added the instance),
 `scaleDown.proposalTTL`, the planner's re-check, group settings under which a named termination
 would not do what it says, apply's own records being trustworthy, `scaleDown.windows` (last, so a
-removal refused for another reason takes no place in the window) — and are then drained and
-terminated by reconciler/apply/removal.py. A desired above the manifest is never lowered: the group
-is refused and the next plan names instances for it. Nodes carrying our drain taint that this run
-does not remove are given back (reconciler/apply/taints.py).
+removal refused for another reason takes no place in the window; one it holds back waits, still
+approved, and is not a refusal) — and are then drained and terminated by
+reconciler/apply/removal.py. A desired above the manifest is never lowered: the group is refused and
+the next plan names instances for it. Nodes carrying our drain taint that this run does not remove
+are given back (reconciler/apply/taints.py).
 """
 
 from __future__ import annotations
@@ -311,9 +312,9 @@ def _gate(
     if run.after - already - 1 < group.min_size:
         run.refuse(f"{instance}: removing it would take {group.name} below its min size {group.min_size}")
         return None
-    closed = window.take()
-    if closed:
-        run.refuse(f"{instance}: {closed}")
+    waits = window.take()
+    if waits:
+        run.wait(instance, waits)
         return None
     node = next((n.name for n in inventory.nodes if n.instance_id == instance), None)
     if inputs.dry_run:

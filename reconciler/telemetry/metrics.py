@@ -52,12 +52,18 @@ REFUSAL_KINDS = (
     "other",
 )
 
+# Not a refusal: an approved removal scaleDown.windows holds back (no window open, a blackout, or the
+# run's maxNodes reached) waits, still approved. refusal_kind names its notes so, and apply() keeps
+# them out of the refusals: they go to the gauge apply_removals_waiting_for_window instead.
+WAITING = "window"
+
 # Ordered: the first pattern that matches a refusal message names its kind. Written against the
 # messages of reconciler/apply/, reconciler/aws/actuation.py, kube/control.py, kube/lease.py,
 # kube/drain.py and runtime/apply_stage.py; a message none matches is "other".
 _REFUSAL_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (kind, re.compile(pattern, re.IGNORECASE))
     for kind, pattern in (
+        (WAITING, r"^(\S+: )?waits for (the|a later run: the) scale-down window"),
         ("suspended", r"asg-reconciler resume|\bsuspended (by|at|:)|\bis suspended\b"),
         ("untrusted-records", r"records cannot be trusted"),
         (
@@ -105,8 +111,9 @@ CLUSTER = "cluster"
 
 
 def refusal_kind(message: str) -> str:
-    """The bounded kind of a refusal message (a RefusedError's text, or a refused note of apply)."""
-    if message in REFUSAL_KINDS:
+    """The bounded kind of a refusal message (a RefusedError's text, or a refused note of apply);
+    WAITING for the note of a removal waiting for a scale-down window, which is no refusal."""
+    if message in REFUSAL_KINDS or message == WAITING:
         return message
     for kind, pattern in _REFUSAL_PATTERNS:
         if pattern.search(message):
@@ -258,6 +265,12 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.waiting_for_window = Gauge(
+            PREFIX + "apply_removals_waiting_for_window",
+            "Approved removals the last apply run left for scaleDown.windows (no window open, a "
+            "blackout, or the run's maxNodes reached): still approved, not refused.",
+            registry=r,
+        )
         self.drift = Gauge(
             PREFIX + "node_group_drift_nodes",
             "DesiredCapacity changed outside the tool since the last apply, as apply last saw it "
@@ -387,7 +400,8 @@ class Metrics:
         and terminated ...", "; node ... given back", "drift: desired lowered/raised outside the tool
         from A to B". A refused group's other notes are its refusals; in a failed group only notes
         that match a refusal kind are counted (the rest are the failures, counted by cycle()). A dry
-        run's "would ..." notes count nothing.
+        run's "would ..." notes count nothing. A removal waiting for a scale-down window is no
+        refusal: its note is skipped, and the gauge counts each group's `waiting`.
         """
         counts = dict.fromkeys(ACTIONS, 0)
         counts["give_back"] = sum(1 for entry in report.given_back if ": given back (" in entry)
@@ -408,11 +422,15 @@ class Metrics:
                 if g.action not in (REFUSED, FAILED) or _INFORMATIONAL.match(note):
                     continue
                 kind = refusal_kind(note)
+                if kind == WAITING:
+                    continue
                 if g.action == REFUSED or kind != "other":
                     self.refusals.labels(kind).inc()
         for action, n in counts.items():
             if n:
                 self.actions.labels(action).inc(n)
+        if not report.dry_run:
+            self.waiting_for_window.set(sum(len(g.waiting) for g in report.groups))
         with self._lock:
             for name in self._drift_groups - drift.keys():
                 self.drift.remove(name)
@@ -422,5 +440,8 @@ class Metrics:
 
     def refused(self, reason_kind: str) -> None:
         """A refusal outside a report (the whole run refused: Lease held, kill switch, history
-        rewritten, cluster-autoscaler live). Takes a kind, or a message that is mapped to one."""
-        self.refusals.labels(refusal_kind(reason_kind)).inc()
+        rewritten, cluster-autoscaler live). Takes a kind, or a message that is mapped to one; a
+        removal waiting for a scale-down window is none, and is not counted."""
+        kind = refusal_kind(reason_kind)
+        if kind != WAITING:
+            self.refusals.labels(kind).inc()

@@ -1,6 +1,6 @@
 """scaleDown.windows through the CLI, against moto and the fake Kubernetes API: an approved removal
-outside every window is refused and its instance stays (still approved); inside one it is applied.
-The windows are placed around the real clock, as the CLI reads it."""
+outside every window waits (exit 0, not a refusal) and its instance stays, still approved; inside one
+it is applied. The windows are placed around the real clock, as the CLI reads it."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 
 from reconciler.gitops.manifest import parse_manifest
 from tests.e2e.test_cli_apply import MAIN_PATH, PROPOSAL, World, approved, untouched
+from tests.e2e.test_cli_check import signed_branch
 from tests.fixtures_git import git, needs_ssh_keygen
 
 pytestmark = needs_ssh_keygen
@@ -44,16 +45,20 @@ def test_outside_the_window_the_removal_waits_and_inside_it_is_applied(
     assert "! scale-down window closed: approved removals wait until " in planned.out
     approved(world, capsys)
 
-    refused = world.cli(capsys, "apply")
-    assert refused.code == 3, refused.out + refused.err
-    assert f"{world.b_id}: outside the scale-down window: stays approved; the next window opens " in (
-        refused.out
-    )
+    waiting = world.cli(capsys, "apply")
+    assert waiting.code == 0, waiting.out + waiting.err  # waiting is no refusal: the loop would page
+    assert f"{world.b_id}: waits for the scale-down window: opens " in waiting.out
+    assert "; stays approved" in waiting.out
     untouched(world)
     on_main = parse_manifest(git("show", f"main:{MAIN_PATH}", cwd=world.remote), "main")
     assert on_main.group("general").removal_ids == (world.b_id,)  # type: ignore[union-attr]
     record = world.note()["records"][-1]
-    assert record["complete"] is False
+    assert record["groups"][0]["action"] != "refused"
+    assert f"{world.b_id}: waits for the scale-down window" in record["groups"][0]["detail"]
+
+    dry = world.cli(capsys, "apply", "--dry-run", "--output", "json")
+    assert dry.code == 0, dry.out + dry.err
+    assert json.loads(dry.out)["nodeGroups"][0]["waitingForWindow"] == [world.b_id]
 
     kept = world.cli(capsys, "plan", "--dry-run", "--output", "json")
     assert kept.code == 0, kept.err
@@ -77,9 +82,26 @@ def test_inside_the_window_max_nodes_caps_one_run(world: World, capsys: pytest.C
     assert len(proposed) == 2, proposed
     assert world.cli(capsys, "approve", "scale-down").code == 0
     first = world.cli(capsys, "apply")
-    assert first.code == 3, first.out + first.err  # one applied, one refused for a later run
-    assert "the scale-down window allows 1 removal(s) per apply run" in first.out
+    assert first.code == 0, first.out + first.err  # one applied, one waiting for a later run
+    assert "waits for a later run: the scale-down window allows 1 removal(s) per apply run" in first.out
     assert world.desired() == 2
     second = world.cli(capsys, "apply")
     assert second.code == 0, second.out + second.err
     assert world.desired() == 1 and not set(proposed) & world.in_service()
+
+
+def test_check_agrees_with_apply_dry_run_a_signed_removal_waits(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`check --ref` is apply --dry-run of the branch with REF landed: outside every window the
+    approved removal waits there too, and the check passes (exit 0), as apply would."""
+    closed_window(world)
+    assert world.cli(capsys, "plan").code == 0
+    proposed = git("show", f"{PROPOSAL}:{MAIN_PATH}", cwd=world.remote)
+    sha = signed_branch(world, "alice/scale-down", proposed, "scale down general, signed")
+    result = world.cli(capsys, "check", "--ref", "alice/scale-down")
+    assert result.code == 0, result.out + result.err
+    assert f"approved: {sha[:12]} is signed by" in result.out
+    assert f"{world.b_id}: waits for the scale-down window: opens " in result.out
+    assert "would drain" not in result.out
+    untouched(world)

@@ -1,5 +1,6 @@
 """scaleDown.windows in apply: one more gate per approved removal, counted per run across groups;
-refused removals stay approved, scale-ups are never gated (reconciler/apply/window_gate.py)."""
+removals it holds back wait, still approved and not refused (exit 0 when nothing else is), and
+scale-ups are never gated (reconciler/apply/window_gate.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 from reconciler.apply.changes import Introduced
 from reconciler.apply.effects import Effects
 from reconciler.apply.inputs import ApplyInputs
-from reconciler.apply.outcome import REFUSED, SCALE_DOWN, SCALE_UP, ApplyReport
+from reconciler.apply.outcome import NONE, SCALE_DOWN, SCALE_UP, ApplyReport
 from reconciler.apply.sync import apply
 from reconciler.gitops.manifest import GroupEntry, Manifest, Removal
 from reconciler.windows import Window
@@ -134,14 +135,13 @@ def test_without_windows_every_approved_removal_goes() -> None:
     assert report.exit_code == 0
 
 
-def test_outside_every_window_removals_are_refused_naming_the_next_opening() -> None:
+def test_outside_every_window_removals_wait_naming_the_next_opening() -> None:
     report, cloud = run([CLOSED])
     assert cloud.terminated == [] and cloud.drained == []
     (group,) = report.groups
-    assert group.action == REFUSED and report.exit_code == 3
+    assert group.action == NONE and report.exit_code == 0 and group.waiting == APPROVED
     assert notes(report) == [
-        f"{i}: outside the scale-down window: stays approved; the next window opens "
-        "2026-06-01 20:00 UTC (in 8h)"
+        f"{i}: waits for the scale-down window: opens 2026-06-01 20:00 UTC (in 8h); stays approved"
         for i in APPROVED
     ]
 
@@ -150,10 +150,11 @@ def test_inside_a_window_at_most_max_nodes_per_run_in_the_order_judged() -> None
     report, cloud = run([OPEN])
     assert cloud.terminated == ["i-n3", "i-n4"]
     (group,) = report.groups
-    assert group.action == REFUSED and group.desired_after == 3
+    assert group.action == SCALE_DOWN and group.desired_after == 3 and report.exit_code == 0
+    assert group.waiting == ("i-n5",)
     assert (
-        "i-n5: the scale-down window allows 2 removal(s) per apply run (scaleDown.windows maxNodes) "
-        "and this run has started them: stays approved, for a later run"
+        "i-n5: waits for a later run: the scale-down window allows 2 removal(s) per apply run "
+        "(scaleDown.windows maxNodes) and this run has started them; stays approved"
     ) in group.notes
 
 
@@ -168,17 +169,17 @@ def test_the_count_is_per_run_across_groups() -> None:
     assert cloud.terminated == ["i-n4", "i-n5", "i-sn4"]
     spot = next(g for g in report.groups if g.name == "spot")
     assert spot.terminated == ("i-sn4",)
-    assert any(n.startswith("i-sn5: the scale-down window allows 3 removal(s)") for n in spot.notes)
+    assert spot.waiting == ("i-sn5",)
+    assert any(
+        n.startswith("i-sn5: waits for a later run: the scale-down window allows 3") for n in spot.notes
+    )
 
 
-def test_a_blackout_inside_an_open_window_refuses() -> None:
+def test_a_blackout_inside_an_open_window_holds_removals_back() -> None:
     lunch = Window("0 11 * * *", 2 * H, 0)
     report, cloud = run([OPEN, lunch])
-    assert cloud.terminated == []
-    assert (
-        "i-n3: outside the scale-down window: stays approved; the next window opens 2026-06-01 13:00 UTC"
-        in (notes(report)[0])
-    )
+    assert cloud.terminated == [] and report.exit_code == 0
+    assert notes(report)[0].startswith("i-n3: waits for the scale-down window: opens 2026-06-01 13:00 UTC")
 
 
 def test_a_dry_run_says_the_same() -> None:
@@ -186,9 +187,11 @@ def test_a_dry_run_says_the_same() -> None:
     assert cloud.terminated == []
     said = notes(report)
     assert said[:2] == ["would drain n3 and terminate i-n3", "would drain n4 and terminate i-n4"]
-    assert "i-n5: the scale-down window allows 2 removal(s)" in said[2]
+    assert "i-n5: waits for a later run: the scale-down window allows 2 removal(s)" in said[2]
+    assert report.exit_code == 0
     closed, _ = run([CLOSED], dry_run=True)
-    assert all("outside the scale-down window" in n for n in notes(closed))
+    assert all(": waits for the scale-down window: opens " in n for n in notes(closed))
+    assert closed.exit_code == 0
 
 
 def test_scale_ups_are_never_gated() -> None:
@@ -207,10 +210,10 @@ def test_a_batch_that_would_start_after_the_windows_closed_waits() -> None:
     report, cloud = run([Window("0 9 * * 1-5", 8 * H, 5)], clock=clock)
     assert cloud.terminated == ["i-n3"]
     (group,) = report.groups
-    assert group.action == REFUSED and group.terminated == ("i-n3",)
+    assert group.action == SCALE_DOWN and group.terminated == ("i-n3",) and report.exit_code == 0
     assert notes(report)[-2:] == [
-        f"{i}: outside the scale-down window (it closed while this run worked): stays approved; the next "
-        "window opens 2026-06-02 09:00 UTC (in 16h)"
+        f"{i}: waits for the scale-down window (it closed while this run worked): opens "
+        "2026-06-02 09:00 UTC (in 16h); stays approved"
         for i in ("i-n4", "i-n5")
     ]
 

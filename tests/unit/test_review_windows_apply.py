@@ -1,4 +1,4 @@
-"""Review of scaleDown.windows in apply (issue 13): a refused removal is never tainted or drained,
+"""Review of scaleDown.windows in apply (issue 13): a waiting removal is never tainted or drained,
 the count is per run across batches, and a clock that moves during a long run (a blackout starting,
 the window closing, the clock stepping back) stops later batches."""
 
@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from reconciler.apply.outcome import REFUSED
+from reconciler.apply.outcome import SCALE_DOWN
 from reconciler.windows import Window
 from tests.unit import test_apply_windows as harness
 from tests.unit.plan_world import NOW
@@ -52,7 +52,7 @@ def test_outside_the_window_nothing_is_tainted_drained_or_terminated() -> None:
     report, cloud = harness.run([Window("0 20 * * *", 2 * H, 2)])
     assert isinstance(cloud, Watched)
     assert (cloud.marked_nodes, cloud.drained, cloud.terminated) == ([], [], [])
-    assert report.exit_code == 3
+    assert report.exit_code == 0  # waiting, not refused (the run loop would count a refused cycle)
     assert all("stays approved" in n for g in report.groups for n in g.notes)
 
 
@@ -63,16 +63,16 @@ def test_a_blackout_that_starts_during_the_run_stops_later_batches_untainted() -
     assert isinstance(cloud, Watched)
     assert cloud.terminated == ["i-n3"] and cloud.marked_nodes == ["n3"]
     (group,) = report.groups
-    assert group.action == REFUSED
+    assert group.action == SCALE_DOWN and group.waiting == ("i-n4", "i-n5")
     assert [n.split(":")[0] for n in group.notes if "closed while this run worked" in n] == ["i-n4", "i-n5"]
-    assert "the next window opens 2026-06-01 14:00 UTC" in group.notes[-1]
+    assert "opens 2026-06-01 14:00 UTC" in group.notes[-1]
 
 
 def test_a_clock_stepped_back_before_the_window_opened_stops_later_batches() -> None:
     clock = clock_of(NOW, NOW.replace(hour=8, minute=59))  # NTP steps the clock back to 08:59
     report, cloud = harness.run([OPEN_ALL_DAY], clock=clock)
     assert cloud.terminated == ["i-n3"]
-    assert report.groups[0].action == REFUSED
+    assert report.groups[0].waiting == ("i-n4", "i-n5") and report.exit_code == 0
 
 
 def test_a_clock_that_jumps_into_another_open_window_lets_batches_go() -> None:
@@ -87,7 +87,8 @@ def test_max_nodes_counts_across_batches_of_one_run() -> None:
     assert isinstance(cloud, Watched)
     assert cloud.terminated == ["i-n3", "i-n4"] and cloud.marked_nodes == ["n3", "n4"]
     assert any(
-        n.startswith("i-n5: the scale-down window allows 2 removal(s)") for n in report.groups[0].notes
+        n.startswith("i-n5: waits for a later run: the scale-down window allows 2 removal(s)")
+        for n in report.groups[0].notes
     )
 
 
@@ -99,7 +100,8 @@ def test_max_nodes_counts_across_groups_and_batches_in_a_dry_run_too() -> None:
     assert cloud.terminated == ["i-n4", "i-n5", "i-sn4"]
     would = [n for g in dry.groups for n in g.notes if n.startswith("would ")]
     assert [n.split()[-1] for n in would] == cloud.terminated
-    assert real.exit_code == dry.exit_code == 3
+    assert real.exit_code == dry.exit_code == 0
+    assert [g.waiting for g in real.groups] == [g.waiting for g in dry.groups] == [(), ("i-sn5",)]
 
 
 @pytest.mark.parametrize("hour", [8, 17, 20])

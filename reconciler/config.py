@@ -200,7 +200,10 @@ def config_from_document(document: Any, label: str) -> Config:
         raise UserError(str(problems[0]) + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
     schema = load_schema("config")
     data = fill_defaults(plain(document), schema, schema)
-    return _build(data, label, document)
+    try:
+        return _build(data, label, document)
+    except ValueError as exc:  # a duration the schema's pattern admits but timedelta cannot hold
+        raise UserError(f"{label}: {exc} (use a realistic value such as 10m or 24h)") from None
 
 
 def _duration(value: str) -> timedelta:

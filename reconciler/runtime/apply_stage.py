@@ -413,6 +413,7 @@ class _Recorder:
         )
         complete = (
             all(g.action not in (FAILED, REFUSED) for g in report.groups)
+            and not any(g.waiting for g in report.groups)  # approved removals held for their window
             and not report.stuck
             and not report.interrupted
         )

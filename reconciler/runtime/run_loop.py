@@ -448,6 +448,13 @@ class Runner:
                 )
         for line in report.given_back + report.stuck:
             _log.info("apply: %s", line)
+        waiting = tuple(
+            f"{g.name}: {', '.join(g.waiting)} approved, waiting for the scale-down window"
+            for g in report.groups
+            if g.waiting
+        )
+        for line in self._new_lines("apply-waiting", waiting):  # said once, not every cycle
+            _log.info("apply: %s", line)
         for line in self._new_lines(APPLY, report.warnings):
             _log.warning("apply: %s", line)
         self.metrics.apply(report)

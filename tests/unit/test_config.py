@@ -141,3 +141,14 @@ def test_leader_election_timing_follows_client_go_rules(tmp_path: Path) -> None:
     run = load_config(path).run
     assert (run.lease_duration.seconds, run.renew_deadline.seconds, run.retry_period.seconds) == (30, 20, 5)
     assert load_config(path).kubernetes.request_timeout.seconds == 30
+
+
+def test_a_duration_too_long_for_timedelta_is_one_line(tmp_path: Path) -> None:
+    """The schema's pattern admits any number of hours; timedelta does not (found by the review)."""
+    path = tmp_path / "c.yaml"
+    path.write_text("cluster: x\nscaleDown:\n  unneededTime: 99999999999999h\n")
+    with pytest.raises(UserError) as caught:
+        load_config(path)
+    assert str(caught.value) == (
+        f"{path}: '99999999999999h' is too long a duration (use a realistic value such as 10m or 24h)"
+    )

@@ -29,7 +29,7 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, tzinfo
-from functools import cache
+from functools import cache, lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 __all__ = [
@@ -422,3 +422,33 @@ def closed_notice(windows: Sequence[Window], now: datetime) -> str | None:
             f"opens within {HORIZON.days // 366} years (check its schedules and maxNodes)"
         )
     return f"scale-down window closed: approved removals wait until {describe_time(windows, opening, now)}"
+
+
+_SPAN = timedelta(days=15)  # two weeks and a day: every weekly pattern shows its longest gap
+
+
+def longest_wait(windows: Sequence[Window], now: datetime) -> timedelta:
+    """The longest stretch in the next two weeks during which approved removals must wait for a
+    window (zero with no windows): an approval older than scaleDown.proposalTTL when its window
+    opens has expired, so a gap longer than the TTL lets approvals lapse unapplied."""
+    return _longest_wait(tuple(windows), now.replace(minute=0, second=0, microsecond=0))
+
+
+@lru_cache(maxsize=64)
+def _longest_wait(windows: tuple[Window, ...], now: datetime) -> timedelta:
+    """Per hour, not per plan: `run` and `simulate` plan every 30 s."""
+    if not windows:
+        return timedelta(0)
+    longest, t, end = timedelta(0), now, now + _SPAN
+    for _ in range(1000):
+        if t >= end:
+            break
+        opening = next_opening(windows, t)
+        if opening is None:
+            return HORIZON
+        longest = max(longest, opening - t)
+        closing = next_closing(windows, opening)
+        if closing is None or closing <= opening:
+            break  # open for good from here
+        t = closing
+    return longest

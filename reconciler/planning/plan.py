@@ -42,7 +42,7 @@ from reconciler.planning.types import (
     Removal,
     UnremovableNode,
 )
-from reconciler.windows import closed_notice
+from reconciler.windows import closed_notice, longest_wait
 
 _LAUNCHING = frozenset({"Pending", "Pending:Wait", "Pending:Proceed", "InService"})
 
@@ -212,6 +212,13 @@ def make_plan(inputs: PlanInputs) -> Plan:
         closed = closed_notice(config.scale_down.windows, now)
         if closed:
             warnings.append(closed)
+        gap, ttl = longest_wait(config.scale_down.windows, now), config.scale_down.proposal_ttl
+        if gap > ttl:
+            warnings.append(
+                f"scaleDown.windows: approved removals may wait {format_duration(gap)} for a window, longer "
+                f"than scaleDown.proposalTTL {format_duration(ttl)}: approvals made earlier than that "
+                "expire before apply may act on them (raise proposalTTL, or open windows more often)"
+            )
     return Plan(
         cluster=config.cluster,
         groups=group_plans,

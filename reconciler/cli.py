@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import click
 
 from reconciler.config import Config, config_path, load_config
-from reconciler.errors import ReconcilerError
+from reconciler.errors import ReconcilerError, UserError
 from reconciler.output import to_json, to_yaml
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -403,6 +403,13 @@ def simulate(
     from reconciler.runtime.simulate_stage import SimulateRequest, simulate_once
     from reconciler.simulation.report import render_csv, render_table, report_dict
 
+    if plot is not None and plot.suffix.lower() != ".png":
+        raise UserError(f"--plot: {plot} must end in .png (the plot is a PNG image)")
+    given = frozenset(
+        name
+        for name in ("approve_within", "approve_after", "time_zone", "weekdays")
+        if context.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
+    )
     report = simulate_once(
         SimulateRequest(
             trace=trace_file,
@@ -418,6 +425,7 @@ def simulate(
             prices=prices,
             instance_types=instance_types,
             duration=duration,
+            given=given,
         )
     )
     if plot is not None:

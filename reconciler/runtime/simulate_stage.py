@@ -50,6 +50,7 @@ class SimulateRequest:
     prices: Path | None = None
     instance_types: Path | None = None
     duration: str | None = None
+    given: frozenset[str] = frozenset()  # options typed on the command line (not their defaults)
 
 
 def simulate_once(request: SimulateRequest) -> SimulationReport:
@@ -69,11 +70,23 @@ def simulate_once(request: SimulateRequest) -> SimulationReport:
         if duration <= 0:
             raise UserError(f"--duration: {request.duration!r} must be above 0 (e.g. 24h)")
     provisioning = parse_provisioning(request.provisioning_delays)
+    used = {g.instance_type for g in trace.groups}
+    unknown = sorted(t for t, _ in provisioning.fixed if t != "*" and t not in used)
+    if unknown:
+        raise UserError(
+            f"--provisioning-delay: no group of {request.trace} launches {', '.join(unknown)} "
+            f"(its groups launch {', '.join(sorted(used))}; or give DURATION alone for every type)"
+        )
     settings = Settings(types, prices, request.seed, provisioning, duration, label=str(request.trace))
     policies: list[Policy] = [Reviewed(_approval(request), _budget(config))]
     if "ca" in request.compare:
         policies.append(Autoscaler())
     results = tuple(simulate(trace, config, settings, policy) for policy in policies)
+    if duration is None and trace.end_at <= 0:  # checked last: every other mistake is named first
+        raise UserError(
+            f"{request.trace}: no event after the trace's start: nothing to replay; give --duration "
+            "(e.g. 24h) to simulate the cluster as it starts"
+        )
     end, _ = steps_of(trace, config, duration)
     return SimulationReport(
         trace=str(request.trace),
@@ -99,6 +112,19 @@ def _config(explicit: str | None) -> Config:
 
 
 def _approval(request: SimulateRequest) -> ApprovalModel:
+    """Options that would be ignored are refused: a user who typed them expects them to matter."""
+    if {"approve_within", "approve_after"} <= request.given:
+        raise UserError(
+            "--approve-after: give it or --approve-within, not both (after is exact, within a draw)"
+        )
+    shaping = sorted(
+        f"--{name.replace('_', '-')}" for name in ("time_zone", "weekdays") if name in request.given
+    )
+    if shaping and request.working_hours is None:
+        raise UserError(
+            f"{' and '.join(shaping)}: only shape --working-hours, which is not given "
+            "(add e.g. --working-hours 09:00-17:00, or drop them: approvals then come at any time)"
+        )
     if request.approve_after is not None:
         within, fixed = parse_duration_option(request.approve_after, "--approve-after"), True
     else:

@@ -115,7 +115,7 @@ def test_plot_without_matplotlib_is_one_line(
     capsys: pytest.CaptureFixture[str], idle: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
-    result = run(capsys, "simulate", "--trace", str(idle), "--plot", str(tmp_path / "x.png"))
+    result = run(capsys, "simulate", "--trace", str(idle), "--plot", str(tmp_path / "x.png"), *FIXED)
     one_line_error(result, "--plot needs matplotlib", "asg-reconciler[plot]")
 
 
@@ -140,6 +140,15 @@ def test_a_generated_trace_simulates(capsys: pytest.CaptureFixture[str], tmp_pat
         (("--approve-within", "soon"), ("--approve-within: 'soon' is not a duration",)),
         (("--provisioning-delay", "m5.large=x"), ("--provisioning-delay m5.large=x",)),
         (("--duration", "0s"), ("--duration: '0s' must be above 0",)),
+        # options that would be ignored are refused (found by the new-user trial)
+        (("--time-zone", "Europe/Berlin"), ("--time-zone: only shape --working-hours",)),
+        (("--weekdays", "mon,tue"), ("--weekdays: only shape --working-hours",)),
+        (
+            ("--approve-within", "1h", "--approve-after", "30m"),
+            ("--approve-after: give it or --approve-within",),
+        ),
+        (("--provisioning-delay", "zz.huge=90s"), ("no group of", "launches zz.huge", "m5.large")),
+        (("--plot", "out.jpg"), ("--plot: out.jpg must end in .png",)),
     ],
 )
 def test_bad_options_are_one_line_and_exit_2(
@@ -201,3 +210,17 @@ def test_no_trace_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     result = run(capsys, "simulate")
     assert result.code == 2
     assert "Missing option '--trace'" in result.err
+
+
+def test_a_trace_with_nothing_after_its_start_needs_a_duration(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """It used to print "Simulated 0s ... 1 plans" and $0.00 without a word."""
+    bare = write_trace(tmp_path / "bare.jsonl")
+    one_line_error(
+        run(capsys, "simulate", "--trace", str(bare)), "no event after the trace's start", "--duration"
+    )
+    result = run(capsys, "simulate", "--trace", str(bare), "--duration", "1h", "--output", "json")
+    assert result.code == 0, result.err
+    (ours,) = json.loads(result.out)["policies"]
+    assert ours["plans"] == 121

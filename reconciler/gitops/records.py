@@ -33,7 +33,14 @@ from typing import Any
 from reconciler.errors import OperationError
 from reconciler.gitops.history import KIND_APPLY, NOTES_REF, Entry, LogRecord
 from reconciler.gitops.record_signing import Signer, Verifier
-from reconciler.gitops.repo import Identity, Update, WorkingCopy
+from reconciler.gitops.repo import (
+    PUSH_ATTEMPTS,
+    PUSH_WAIT_INITIAL,
+    PUSH_WAIT_MAX,
+    Identity,
+    Update,
+    WorkingCopy,
+)
 from reconciler.model import APPLY_LEASE_NAMESPACE, APPLY_LEASE_PREFIX, RECORD_ANCHOR_ANNOTATION
 
 __all__ = [
@@ -776,9 +783,9 @@ def append_record(
     *,
     signer: Signer | None = None,
     applier: Identity | None = None,
-    attempts: int = 5,
-    wait_initial: float = 0.5,
-    wait_max: float = 8.0,
+    attempts: int = PUSH_ATTEMPTS,
+    wait_initial: float = PUSH_WAIT_INITIAL,
+    wait_max: float = PUSH_WAIT_MAX,
 ) -> str | None:
     """Append `record` to its commit's note and push the notes ref; the new notes commit.
 

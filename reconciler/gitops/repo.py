@@ -35,8 +35,6 @@ from tenacity import (
     retry_if_exception_type,
     stop_after_attempt,
     stop_after_delay,
-    wait_exponential,
-    wait_random,
 )
 from tenacity.wait import WaitBaseT
 
@@ -436,19 +434,19 @@ class WorkingCopy:
         change: Callable[[str | None], Update | None],
         *,
         identity: Identity | None = None,
-        attempts: int = 5,
-        wait_initial: float = 0.5,
-        wait_max: float = 8.0,
+        attempts: int = PUSH_ATTEMPTS,
+        wait_initial: float = PUSH_WAIT_INITIAL,
+        wait_max: float = PUSH_WAIT_MAX,
     ) -> str | None:
-        """Fetch `ref`, set `commit`'s note to `change(current note)` and push; on a rejected push again.
+        """Fetch `ref`, set `commit`'s note to `change(current note)` and push; on a rejected push again
+        (with `update`'s retry policy: a fleet's apply stages share one notes ref).
 
         `change` gets the note as it is on the freshly fetched ref (None when there is none) and
         returns the new text and the notes commit's message, or None for nothing to do: that is where
         the caller merges its change into another writer's. Each attempt holds the work dir's lock
         from fetch to push. Returns the new notes commit, or None. Never force-pushes.
         """
-        wait = wait_exponential(multiplier=wait_initial, max=wait_max) + wait_random(0, wait_initial)
-        retrying = _push_retries(attempts, wait)
+        retrying = _push_retries(attempts, _full_jitter(wait_initial, wait_max), self.timeout)
         try:
             for attempt in retrying:
                 with attempt, self._locked():
@@ -461,8 +459,9 @@ class WorkingCopy:
                     self.push_notes(ref)
                     return sha
         except PushRejected:
+            tries = retrying.statistics["attempt_number"]  # fewer than `attempts` when git.timeout ended it
             raise OperationError(
-                f"git push to {ref} of {self.shown_url} was rejected {attempts} times:"
+                f"git push to {ref} of {self.shown_url} was rejected {tries} times:"
                 " other writers keep moving it; try again later"
             ) from None
         return None  # pragma: no cover - the loop always returns or raises

@@ -104,7 +104,8 @@ def report_dict(report: SimulationReport) -> dict[str, Any]:
 
 def render_csv(report: SimulationReport) -> str:
     """One row per (policy, node group or "" for the whole cluster, figure): every number the JSON
-    has, flattened with dots (`timeToScheduleSeconds.p99`, `proposals.opened`)."""
+    has, flattened with dots (`timeToScheduleSeconds.p99`, `proposals.opened`), and a `warning` row
+    per warning (a spreadsheet must not hide that pods were never scheduled)."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["policy", "nodeGroup", "metric", "value"])
@@ -115,6 +116,8 @@ def render_csv(report: SimulationReport) -> str:
         for group in policy["nodeGroups"]:
             for metric, value in _flat(group, ("name",)):
                 writer.writerow([name, group["name"], metric, _csv_value(value)])
+        for warning in policy["warnings"]:
+            writer.writerow([name, "", "warning", warning])
     return out.getvalue()
 
 

@@ -10,8 +10,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
+from reconciler.documents import load_schema
 from tests.e2e.cli import Result, run
 from tests.unit.test_simulation_engine import START, arrive
 
@@ -224,3 +226,25 @@ def test_a_trace_with_nothing_after_its_start_needs_a_duration(
     assert result.code == 0, result.err
     (ours,) = json.loads(result.out)["policies"]
     assert ours["plans"] == 121
+
+
+def test_json_follows_its_schema_and_csv_keeps_the_warnings(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """schemas/simulate.schema.json is the JSON's contract, as plan's and status's are theirs; a
+    warning (here: a pod no group can take) is a CSV row too (found by the new-user trial)."""
+    trace = write_trace(
+        tmp_path / "stuck.jsonl",
+        arrive("a-big", 0, "1500m"),
+        arrive("huge", 60, "64"),
+        arrive("late", 600, "100m"),
+    )
+    result = run(capsys, "simulate", "--trace", str(trace), "--compare", "ca", "--output", "json", *FIXED)
+    assert result.code == 0, result.err
+    document = json.loads(result.out)
+    jsonschema.validate(document, load_schema("simulate"))
+    warnings = document["policies"][0]["warnings"]
+    assert warnings
+    result = run(capsys, "simulate", "--trace", str(trace), "--output", "csv", *FIXED)
+    rows = list(csv.DictReader(io.StringIO(result.out)))
+    assert [r["value"] for r in rows if r["metric"] == "warning"] == warnings

@@ -11,7 +11,7 @@ InService instance that a node should stand for.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from reconciler.errors import UserError
 from reconciler.model import ClusterState, NodeGroup
@@ -29,12 +29,20 @@ def require_complete(state: ClusterState, groups: Sequence[NodeGroup], source: s
     nodes of other machines: Fargate, another cluster's context, nodes without a providerID), or no
     Pods while it has Node objects. Pending or terminating instances may have no node yet, so they
     ask nothing."""
-    serving = [(g.name, n) for g in groups if (n := _in_service(g))]
+    serving = {
+        g.name: [i.instance_id for i in g.instances if i.lifecycle_state == IN_SERVICE] for g in groups
+    }
+    require_complete_for(state, serving, source)
+
+
+def require_complete_for(state: ClusterState, serving: Mapping[str, Sequence[str]], source: str) -> None:
+    """`require_complete` on the groups' InService instance ids alone (group name -> ids), which the
+    ASG descriptions give before anything else is asked of AWS: a pods-only dump of a 5,000-instance
+    cluster is refused without describing 5,000 instances first."""
+    counts = [(name, len(ids)) for name, ids in serving.items() if ids]
     registered = {n.instance_id for n in state.nodes}
-    if serving and not any(
-        i.instance_id in registered for g in groups for i in g.instances if i.lifecycle_state == IN_SERVICE
-    ):
-        total = sum(n for _, n in serving)
+    if counts and not any(i in registered for ids in serving.values() for i in ids):
+        total = sum(n for _, n in counts)
         what = (
             "no Node objects"
             if not state.nodes
@@ -42,20 +50,14 @@ def require_complete(state: ClusterState, groups: Sequence[NodeGroup], source: s
         )
         raise UserError(
             f"{source}: {what}, but AWS has {total} InService instance(s) "
-            f"({_describe(serving)}): every one would look unregistered; "
+            f"({_describe(counts)}): every one would look unregistered; "
             f"dump the whole cluster, from its own kubectl context, with {COMPLETE_DUMP}"
         )
-    if not state.nodes:
-        return
-    if not state.pods:
+    if state.nodes and not state.pods:
         raise UserError(
             f"{source}: no Pods, but {len(state.nodes)} Node object(s): every node would look idle; "
             f"dump the whole cluster with {COMPLETE_DUMP}"
         )
-
-
-def _in_service(group: NodeGroup) -> int:
-    return sum(1 for i in group.instances if i.lifecycle_state == IN_SERVICE)
 
 
 def _describe(serving: Sequence[tuple[str, int]]) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-from reconciler.aws.discovery import ClusterView
+from reconciler.aws.discovery import ClusterView, Described
 from reconciler.aws.reader import AwsReader
 from reconciler.config import Config
 from reconciler.inventory import Inventory, build_inventory
@@ -14,7 +14,7 @@ from reconciler.kube.client import api_client
 from reconciler.kube.live import LiveReader
 from reconciler.kube.snapshot import read_snapshot
 from reconciler.model import ClusterState
-from reconciler.snapshot_completeness import require_complete
+from reconciler.snapshot_completeness import require_complete_for
 
 
 def read_cluster(config: Config, snapshot: Path | None, now: datetime) -> ClusterState:
@@ -43,7 +43,23 @@ def observe(
     """`refreshes`: ask every group whether an instance refresh is under way (`status`); plan and
     apply ask only for the groups whose answer changes what they do."""
     state = read_cluster(config, snapshot, now)
-    groups = (reader or AwsReader(config)).node_groups(config, cluster_view(state), refreshes=refreshes)
-    if snapshot is not None:  # a dump lacking nodes or pods would read as instances serving nothing
-        require_complete(state, groups, str(snapshot))
-    return build_inventory(state, groups)
+
+    def vet(described: Described) -> None:
+        """A dump lacking nodes or pods would read as instances serving nothing: refused from the
+        ASG descriptions alone, before instances, templates or types are asked of AWS."""
+        if snapshot is not None:
+            require_complete_for(state, in_service(described), str(snapshot))
+
+    reader = reader or AwsReader(config)
+    return build_inventory(
+        state, reader.node_groups(config, cluster_view(state), refreshes=refreshes, vet=vet)
+    )
+
+
+def in_service(described: Described) -> dict[str, list[str]]:
+    return {
+        f.name: [
+            i["InstanceId"] for i in f.asg.get("Instances", []) if i.get("LifecycleState") == "InService"
+        ]
+        for f in described.found
+    }

@@ -57,12 +57,18 @@ class AwsReader:
         return config.region == self._config.region
 
     def node_groups(
-        self, config: Config, view: ClusterView, *, refreshes: bool = False
+        self,
+        config: Config,
+        view: ClusterView,
+        *,
+        refreshes: bool = False,
+        vet: Callable[[Described], None] = lambda described: None,
     ) -> tuple[NodeGroup, ...]:
         """The groups `config` names, asking AWS only what neither the reusable descriptions nor the
         cluster (`view`) already say; `refreshes`: ask every group about instance refreshes (status)."""
         try:
             described = self._descriptions(config, view)
+            vet(described)  # may refuse before anything else is asked (an incomplete snapshot)
             facts = self._facts_for(described)
             groups = discover_node_groups(
                 config,

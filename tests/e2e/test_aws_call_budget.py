@@ -281,3 +281,25 @@ def _validation_error() -> bytes:
         b"<Code>ValidationError</Code><Message>AutoScalingGroup name not found - g2</Message></Error>"
         b"<RequestId>r</RequestId></ErrorResponse>"
     )
+
+
+def test_an_incomplete_snapshot_is_refused_from_the_group_descriptions_alone(
+    aws: MotoAws, requests: Requests, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A pods-only dump makes every instance look unregistered: refused before their launch times,
+    templates or types are asked (at 5,000 instances that was 25 DescribeInstances calls first)."""
+    for n in range(3):
+        aws.asg(f"g{n}", max_size=5, desired=2, tags={TAG: ""})
+    config = tmp_path / "asg-reconciler.yaml"
+    config.write_text(
+        f"cluster: budget\nregion: {aws.region}\nnodeGroups:\n  autoDiscovery: ['asg:tag={TAG}']\n"
+    )
+    snapshot = tmp_path / "pods.json"
+    pods = [
+        k.pod(f"web-{n}", requests={"cpu": "100m"}, node_name=f"ip-{n}", phase="Running") for n in range(3)
+    ]
+    snapshot.write_text(json.dumps({"kind": "List", "apiVersion": "v1", "items": pods}))
+    requests.take()
+    result = run(capsys, "plan", "--dry-run", "--snapshot", str(snapshot), "--config", str(config))
+    assert result.code == 2 and "no Node objects, but AWS has 6 InService instance(s)" in result.err
+    assert requests.take() == {"AutoScaling.DescribeAutoScalingGroups": 1, "AutoScaling.DescribePolicies": 1}

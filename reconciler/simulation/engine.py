@@ -104,6 +104,7 @@ class _Run:
         self.proposal: _Proposal | None = None
         self.proposals = ProposalFigures()
         self.proposal_count = 0
+        self.pending_reasons: dict[str, str] = {}  # pod key -> why the last plan could not help it
         self.queue: list[tuple[float, int, int, Any]] = []
         self.serial = 0
         for event in trace.events:
@@ -182,8 +183,12 @@ class _Run:
         self.generation.pop(key, None)
         self.run_for.pop(key, None)
         if isinstance(gone, PendingPod):
-            self.recorder.left_pending(gone.since, at, gone.arrival)
+            self.recorder.left_pending(gone.since, at, gone.arrival, self._why_pending(key))
         return isinstance(gone, BoundPod)
+
+    def _why_pending(self, key: str) -> str:
+        reason = self.pending_reasons.get(key, "")
+        return f"{key} ({reason})" if reason else key
 
     def _join(self, payload: tuple[str, str], at: float) -> bool:
         group, instance_id = payload
@@ -207,8 +212,8 @@ class _Run:
 
     def _finish(self) -> None:
         """Close the books at the end: pods still waiting, instances still running."""
-        for entry in self.world.pending.values():
-            self.recorder.left_pending(entry.since, self.end, entry.arrival)
+        for key, entry in self.world.pending.items():
+            self.recorder.left_pending(entry.since, self.end, entry.arrival, self._why_pending(key))
         for group in self.world.groups.values():
             for instance in group.instances.values():
                 self.recorder.instance_gone(group.spec.name, instance.launched_at, self.end)
@@ -230,6 +235,7 @@ class _Run:
         began = time.perf_counter()
         plan = planner.make_plan(inputs)
         self.plan_seconds += time.perf_counter() - began
+        self.pending_reasons = {p.pod: p.reason for p in plan.pending}
         evicted = False
         new: dict[str, str] = {}  # instance -> group: removals the plan proposes now
         kept: list[tuple[str, str]] = []  # approved removals the plan keeps

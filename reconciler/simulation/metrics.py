@@ -17,6 +17,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+_NAMED = 3  # never-scheduled pods named in the warning; the rest are counted
+
 
 @dataclass(frozen=True)
 class GroupFigures:
@@ -133,6 +135,7 @@ class Recorder:
         self.waits: list[float] = []
         self.arrived = 0
         self.never = 0
+        self.never_named: list[str] = []  # "ns/name (why the last plan could not help)", in order
         self.evictions = 0
         self.proposals = ProposalFigures()
         self.times: list[float] = []
@@ -147,11 +150,14 @@ class Recorder:
         if arrival:
             self.waits.append(at - since)
 
-    def left_pending(self, since: float, at: float, arrival: bool) -> None:
-        """A pending pod that leaves (deleted, or still waiting at the end) unbound."""
+    def left_pending(self, since: float, at: float, arrival: bool, why: str = "") -> None:
+        """A pending pod that leaves (deleted, or still waiting at the end) unbound; `why`: the pod
+        and what the last plan said of it."""
         self.pending_seconds += at - since
         if arrival:
             self.never += 1
+            if why:
+                self.never_named.append(why)
 
     def instance_gone(self, group: str, launched: float, at: float) -> None:
         self.groups[group].seconds += at - max(launched, 0.0)
@@ -210,8 +216,11 @@ class Recorder:
                 f"no price for {', '.join(sorted(missing))}: cost not shown (pass --prices FILE with them)"
             )
         if self.never:
+            shown = "; ".join(self.never_named[:_NAMED])
+            more = f"; and {self.never - _NAMED} more" if self.never > _NAMED else ""
             warnings.append(
                 f"{self.never} pod(s) were never scheduled (no group could help, or left waiting)"
+                + (f": {shown}{more}" if shown else "")
             )
         return PolicyResult(
             policy=policy,

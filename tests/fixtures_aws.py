@@ -9,7 +9,7 @@ isolated from the developer's own ~/.aws files and instance metadata.
 from __future__ import annotations
 
 import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +17,7 @@ import pytest
 from botocore.awsrequest import AWSResponse
 from moto.server import ThreadedMotoServer
 
+from reconciler.aws import clients as aws_clients_module
 from reconciler.aws import instance_types
 from reconciler.aws.clients import new_session
 from reconciler.config import Config, NodeGroupsConfig, NodeTemplatesConfig
@@ -230,6 +231,19 @@ def inject(client: Any, operation: str, status: int, body: bytes, times: int | N
 
     client.meta.events.register(f"before-send.{service}.{operation}", before_send)
     return record
+
+
+def on_every_session(monkeypatch: pytest.MonkeyPatch, event: str, handler: Callable[..., Any]) -> None:
+    """Register `handler` for botocore's `event` on every session the code under test makes (they all
+    come from reconciler.aws.clients.core_session), e.g. to count or answer requests in-process."""
+    real_session = aws_clients_module.core_session
+
+    def session() -> Any:
+        core = real_session()
+        core.register(event, handler)
+        return core
+
+    monkeypatch.setattr(aws_clients_module, "core_session", session)
 
 
 def throttle(client: Any, operation: str, times: int | None = 2) -> Injected:

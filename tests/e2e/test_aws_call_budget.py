@@ -17,18 +17,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import botocore.session
 import pytest
 from botocore.awsrequest import AWSResponse
 
-from reconciler.aws import clients as aws_clients_module
 from reconciler.aws import instance_types
 from reconciler.aws.discovery import ClusterView
 from reconciler.aws.reader import AwsReader
 from reconciler.config import load_config
 from tests.e2e.cli import run
 from tests.fakes import k8s_objects as k
-from tests.fixtures_aws import MotoAws
+from tests.fixtures_aws import MotoAws, on_every_session
 
 GROUPS, ZERO_GROUPS, PER_GROUP = 200, 10, 25
 TAG = "k8s.io/cluster-autoscaler/budget"
@@ -86,14 +84,7 @@ def refreshes_of(group: str) -> bytes:
 @pytest.fixture
 def requests(monkeypatch: pytest.MonkeyPatch) -> Requests:
     seen = Requests()
-    original = aws_clients_module.core_session
-
-    def hooked() -> botocore.session.Session:
-        core = original()
-        core.register("before-send", seen.before_send)
-        return core
-
-    monkeypatch.setattr(aws_clients_module, "core_session", hooked)
+    on_every_session(monkeypatch, "before-send", seen.before_send)
     return seen
 
 

@@ -28,14 +28,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import botocore.session
 import pytest
 
-from reconciler.aws import clients as aws_clients_module
 from reconciler.aws import instance_types
 from reconciler.aws.cache import cache_root
 from tests.e2e.test_cli_apply import TAGS, World, pod
 from tests.fakes import k8s_objects as k
+from tests.fixtures_aws import on_every_session
 from tests.fixtures_git import needs_ssh_keygen
 
 pytestmark = needs_ssh_keygen
@@ -85,14 +84,7 @@ class Recorder:
 @pytest.fixture
 def recorder(monkeypatch: pytest.MonkeyPatch) -> Iterator[Recorder]:
     recording = Recorder()
-    original = aws_clients_module.core_session
-
-    def hooked() -> botocore.session.Session:
-        core = original()
-        core.register("before-call", recording.before_call)
-        return core
-
-    monkeypatch.setattr(aws_clients_module, "core_session", hooked)
+    on_every_session(monkeypatch, "before-call", recording.before_call)
     yield recording
 
 

@@ -11,14 +11,13 @@ from typing import Any
 import pytest
 from botocore.awsrequest import AWSResponse
 
-from reconciler.aws import clients as aws_clients_module
 from reconciler.aws.reader import AwsReader
 from reconciler.config import load_config
 from reconciler.runtime.plan_stage import plan_once
 from reconciler.world import cluster_view, read_cluster
 from tests.e2e.test_cli_apply import World, pod
 from tests.fakes import k8s_objects as k
-from tests.fixtures_aws import _Body
+from tests.fixtures_aws import _Body, on_every_session
 from tests.fixtures_git import needs_ssh_keygen
 from tests.integration.test_aws_clients import REFRESH_IN_PROGRESS
 
@@ -28,19 +27,12 @@ pytestmark = needs_ssh_keygen
 def refresh_under_way(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """AWS answers every DescribeInstanceRefreshes with a refresh in progress; returns the log of asks."""
     asked: list[str] = []
-    real_session = aws_clients_module.core_session
 
-    def session() -> Any:
-        core = real_session()
+    def refresh(request: Any, **_: Any) -> Any:
+        asked.append("DescribeInstanceRefreshes")
+        return AWSResponse(request.url, 200, {"Content-Type": "text/xml"}, _Body(REFRESH_IN_PROGRESS))
 
-        def refresh(request: Any, **_: Any) -> Any:
-            asked.append("DescribeInstanceRefreshes")
-            return AWSResponse(request.url, 200, {"Content-Type": "text/xml"}, _Body(REFRESH_IN_PROGRESS))
-
-        core.register("before-send.auto-scaling.DescribeInstanceRefreshes", refresh)
-        return core
-
-    monkeypatch.setattr(aws_clients_module, "core_session", session)
+    on_every_session(monkeypatch, "before-send.auto-scaling.DescribeInstanceRefreshes", refresh)
     return asked
 
 

@@ -9,13 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from botocore.awsrequest import AWSResponse
 
-from reconciler.aws import clients as aws_clients_module
 from tests.e2e.cli import run
+from tests.e2e.test_review_aws_calls_apply import refresh_under_way
 from tests.fakes import k8s_objects as k
-from tests.fixtures_aws import MotoAws, _Body
-from tests.integration.test_aws_clients import REFRESH_IN_PROGRESS
+from tests.fixtures_aws import MotoAws
 
 TAGS = {"k8s.io/cluster-autoscaler/enabled": "true", "k8s.io/cluster-autoscaler/prod": "owned"}
 T3_SMALL = {"cpu": "1930m", "memory": "1471840Ki", "pods": "11"}
@@ -59,18 +57,7 @@ def test_no_removal_is_proposed_in_a_group_under_a_refresh(
         "    - asg:tag=k8s.io/cluster-autoscaler/enabled,k8s.io/cluster-autoscaler/prod\n"
         "scaleDown: {unneededTime: 0s, maxNodesPerPlan: 1}\n"
     )
-    real_session = aws_clients_module.core_session
-
-    def session() -> Any:
-        core = real_session()
-
-        def refresh(request: Any, **_: Any) -> Any:
-            return AWSResponse(request.url, 200, {"Content-Type": "text/xml"}, _Body(REFRESH_IN_PROGRESS))
-
-        core.register("before-send.auto-scaling.DescribeInstanceRefreshes", refresh)
-        return core
-
-    monkeypatch.setattr(aws_clients_module, "core_session", session)
+    refresh_under_way(monkeypatch)
     result = run(
         capsys, "plan", "--dry-run", "--config", str(config), "--snapshot", str(snapshot), "-o", "json"
     )

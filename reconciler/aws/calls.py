@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -40,16 +39,6 @@ class CallCounter:
     def snapshot(self) -> dict[str, int]:
         with self._lock:
             return dict(self._counts)
-
-    @contextmanager
-    def measuring(self) -> Iterator[dict[str, int]]:
-        """The requests made inside the block, filled in when it ends (also when it raises)."""
-        before = self.snapshot()
-        made: dict[str, int] = {}
-        try:
-            yield made
-        finally:
-            made.update(difference(self.snapshot(), before))
 
 
 def difference(after: Mapping[str, int], before: Mapping[str, int]) -> dict[str, int]:

@@ -143,6 +143,8 @@ class KubernetesConfig:
     context: str = ""
     page_size: int = 500
     request_timeout: timedelta = timedelta(seconds=30)  # every API call, connect and read
+    autoscaler_lease: str = "cluster-autoscaler"  # cluster-autoscaler's --lease-resource-name
+    autoscaler_status: str = "cluster-autoscaler-status"  # its --status-config-map-name
 
 
 @dataclass(frozen=True)
@@ -413,6 +415,8 @@ def _build(data: dict[str, Any], label: str, document: Any = None) -> Config:
             kube.get("context", ""),
             kube["pageSize"],
             _duration(kube["requestTimeout"]),
+            kube["clusterAutoscaler"]["leaseName"],
+            kube["clusterAutoscaler"]["statusConfigMapName"],
         ),
         node_templates=NodeTemplatesConfig(
             vm_memory_overhead_percent=nt["vmMemoryOverheadPercent"],

@@ -18,9 +18,11 @@ from reconciler.snapshot_completeness import require_complete_for
 
 
 def read_cluster(config: Config, snapshot: Path | None, now: datetime) -> ClusterState:
+    kube = config.kubernetes
+    names = (kube.autoscaler_lease, kube.autoscaler_status)
     if snapshot is not None:
-        return read_snapshot(snapshot, now)
-    return LiveReader(api_client(config.kubernetes), config.kubernetes.page_size).read(now)
+        return read_snapshot(snapshot, now, names)
+    return LiveReader(api_client(kube), kube.page_size, names).read(now)
 
 
 def cluster_view(state: ClusterState) -> ClusterView:

@@ -279,6 +279,7 @@ def discover_node_groups(
                 region=region,
                 settings=config.node_templates,
                 templated=needs_template(f.asg, view),
+                cluster=config.cluster,
             )
             for f in described.found
         )

@@ -126,6 +126,23 @@ def bounds_warnings(spec: ExplicitSpec, asg_min: int, asg_max: int) -> tuple[str
     return tuple(warnings)
 
 
+CLUSTER_TAG_PREFIX = "k8s.io/cluster-autoscaler/"
+
+
+def cluster_tag_warning(name: str, tags: Mapping[str, str], cluster: str) -> tuple[str, ...]:
+    """An explicit group without the cluster's tag: the shipped apply IAM policy
+    (examples/iam/apply-policy.json) lets apply write only to groups carrying it, so the plan
+    would be committed and then denied at apply."""
+    tag = f"{CLUSTER_TAG_PREFIX}{cluster}"
+    if not cluster or tag in tags:
+        return ()
+    return (
+        f"asg {name}: has no tag {tag}: the shipped apply IAM policy (examples/iam/apply-policy.json) "
+        f"allows SetDesiredCapacity and TerminateInstanceInAutoScalingGroup only on groups carrying it "
+        f"(tag the group, e.g. {tag}=owned, or widen the policy: docs/deploy-aws.md)",
+    )
+
+
 def instances_of(asg: AutoScalingGroupTypeDef, ec2_facts: Mapping[str, Ec2Facts]) -> tuple[Instance, ...]:
     instances = []
     for item in sorted(asg.get("Instances", []), key=lambda i: i["InstanceId"]):
@@ -156,6 +173,7 @@ def build_node_group(
     region: str,
     settings: NodeTemplatesConfig,
     templated: bool = True,
+    cluster: str = "",
 ) -> NodeGroup:
     """Pure: everything described about one ASG, folded into the domain's NodeGroup."""
     name = asg["AutoScalingGroupName"]
@@ -164,7 +182,9 @@ def build_node_group(
     template_tags = parse_template_tags(name, tags)
     warnings = [*launch.warnings, *template_tags.warnings]
     if spec is not None:
-        warnings[:0] = bounds_warnings(spec, asg["MinSize"], asg["MaxSize"])
+        warnings[:0] = bounds_warnings(spec, asg["MinSize"], asg["MaxSize"]) + cluster_tag_warning(
+            name, tags, cluster
+        )
     if asg.get("Status") == DELETING:
         warnings.insert(0, f"asg {name}: is being deleted")
     if not templated:  # a Ready node is the template (inventory.py); nothing was resolved for one

@@ -1,57 +1,83 @@
 """Is cluster-autoscaler live on this cluster? Two writers of one ASG fight, so we must know.
 
-Evidence, either is enough: its status ConfigMap (`kube-system/cluster-autoscaler-status`) updated
-recently, or its leader-election Lease (`kube-system/cluster-autoscaler`) renewed recently.
+Evidence, either is enough: its status ConfigMap (`cluster-autoscaler-status` by default) updated
+recently, or its leader-election Lease (`cluster-autoscaler`) renewed recently — in ANY namespace:
+cluster-autoscaler keeps both in the namespace it runs in (`--namespace`; kube-system on EKS guides,
+`cluster-autoscaler` or `openshift-machine-api` elsewhere). Renamed objects (`--status-config-map-name`,
+`--lease-resource-name`) are named in `kubernetes.clusterAutoscaler`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 from reconciler.model import AutoscalerPresence
 
 FRESH_FOR = timedelta(minutes=10)
-STATUS_CONFIGMAP = ("kube-system", "cluster-autoscaler-status")
-LEASE = ("kube-system", "cluster-autoscaler")
+DEFAULT_STATUS_CONFIGMAP = "cluster-autoscaler-status"
+DEFAULT_LEASE = "cluster-autoscaler"
 _LAST_UPDATED = "cluster-autoscaler.kubernetes.io/last-updated"
 # Old text format: "Cluster-autoscaler status at 2024-01-02 10:11:12.123 +0000 UTC:"; new YAML: "time: ..."
-_STATUS_TIME = re.compile(r"(?:status at|time:)\s*['\"]?(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2})")
+_STATUS_TIME = re.compile(
+    r"(?:status at|time:)\s*['\"]?(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:\.\d+)?"
+    r"(?: ?(?:[+-]\d{2}:?\d{2}|Z))?)"
+)
+# Go's time.String(): "2006-01-02 15:04:05.999999999 -0700 MST" (an optional " m=+1.5" monotonic
+# suffix follows in some prints), and RFC 3339 "2006-01-02T15:04:05.999Z07:00".
+_TIME = re.compile(
+    r"(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2})(?:\.\d+)?\s*(Z|[+-]\d{2}:?\d{2})?", re.IGNORECASE
+)
 
 
-def _go_time(text: str) -> datetime | None:
-    """Go's `2024-01-02 10:11:12.123456 +0000 UTC` or RFC 3339, to an aware datetime."""
-    match = re.match(r"(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2})", text.strip())
+def go_time(text: str) -> datetime | None:
+    """Go's `time.String()` or RFC 3339, to an aware datetime; its UTC offset is kept (a cluster whose
+    clock zone is PST writes `-0800 PST`). No offset at all is read as UTC, as Go prints UTC."""
+    match = _TIME.match(text.strip())
     if not match:
         return None
-    return datetime.fromisoformat(f"{match[1]}T{match[2]}+00:00")
+    offset = match[3]
+    zone = UTC
+    if offset and offset.upper() != "Z":
+        digits = offset.replace(":", "")
+        minutes = int(digits[1:3]) * 60 + int(digits[3:5])
+        zone = timezone((-1 if digits[0] == "-" else 1) * timedelta(minutes=minutes))
+    try:
+        return datetime.fromisoformat(f"{match[1]}T{match[2]}").replace(tzinfo=zone)
+    except ValueError:
+        return None
 
 
 def _configmap_time(raw: Mapping[str, Any]) -> datetime | None:
     annotations = (raw.get("metadata") or {}).get("annotations") or {}
     if _LAST_UPDATED in annotations:
-        return _go_time(annotations[_LAST_UPDATED])
+        return go_time(str(annotations[_LAST_UPDATED]))
     match = _STATUS_TIME.search(str((raw.get("data") or {}).get("status", "")))
-    return _go_time(match[1]) if match else None
+    return go_time(match[1]) if match else None
+
+
+def _where(kind: str, raw: Mapping[str, Any]) -> str:
+    metadata = raw.get("metadata") or {}
+    return f"{kind} {metadata.get('namespace', '')}/{metadata.get('name', '')}"
 
 
 def detect_autoscaler(
-    configmap: Mapping[str, Any] | None, lease: Mapping[str, Any] | None, now: datetime
+    configmaps: Iterable[Mapping[str, Any]], leases: Iterable[Mapping[str, Any]], now: datetime
 ) -> AutoscalerPresence | None:
-    """The freshest evidence within FRESH_FOR of `now`, or None."""
+    """The freshest evidence within FRESH_FOR of `now` among every candidate object, or None."""
     seen: list[AutoscalerPresence] = []
-    if configmap is not None:
+    for configmap in configmaps:
         when = _configmap_time(configmap)
         if when is not None:
-            seen.append(AutoscalerPresence("configmap kube-system/cluster-autoscaler-status", when))
-    if lease is not None:
+            seen.append(AutoscalerPresence(_where("configmap", configmap), when))
+    for lease in leases:
         spec = lease.get("spec") or {}
         renewed = spec.get("renewTime") or spec.get("acquireTime")
-        if renewed:
-            when = datetime.fromisoformat(str(renewed).replace("Z", "+00:00"))
-            seen.append(AutoscalerPresence("lease kube-system/cluster-autoscaler", when))
+        when = go_time(str(renewed)) if renewed else None
+        if when is not None:
+            seen.append(AutoscalerPresence(_where("lease", lease), when))
     if now.tzinfo is None:
         now = now.replace(tzinfo=UTC)
     fresh = [p for p in seen if now - p.last_seen <= FRESH_FOR]

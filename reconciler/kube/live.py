@@ -24,7 +24,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from reconciler.errors import OperationError
-from reconciler.kube.autoscaler import LEASE, STATUS_CONFIGMAP
+from reconciler.kube.autoscaler import DEFAULT_LEASE, DEFAULT_STATUS_CONFIGMAP
 from reconciler.kube.retry import timed_out, with_retries
 from reconciler.kube.schema import list_decoder
 from reconciler.kube.state import StateBuilder
@@ -75,9 +75,15 @@ class ListForbidden(OperationError):
 class LiveReader:
     """Reads everything the planner needs from one API server."""
 
-    def __init__(self, api: k8s.ApiClient, page_size: int = 500) -> None:
+    def __init__(
+        self,
+        api: k8s.ApiClient,
+        page_size: int = 500,
+        autoscaler_names: tuple[str, str] = (DEFAULT_LEASE, DEFAULT_STATUS_CONFIGMAP),
+    ) -> None:
         self.api = api
         self.page_size = page_size
+        self.autoscaler_lease, self.autoscaler_status = autoscaler_names
         self.core = k8s.CoreV1Api(api)
         self.apps = k8s.AppsV1Api(api)
         self.policy = k8s.PolicyV1Api(api)
@@ -95,7 +101,7 @@ class LiveReader:
                 gc.enable()
 
     def _read(self, now: datetime) -> ClusterState:
-        builder = StateBuilder()
+        builder = StateBuilder(self.autoscaler_lease, self.autoscaler_status)
         lists: list[tuple[str, Callable[..., Any], dict[str, Any]]] = [
             ("Node", self.core.list_node, {}),
             ("Pod", self.core.list_pod_for_all_namespaces, {"field_selector": NOT_TERMINAL}),
@@ -112,11 +118,39 @@ class LiveReader:
                 builder.add_all("Namespace", items)
         except ListForbidden:
             builder.not_read("Namespace", NAMESPACES_FORBIDDEN)
-        builder.autoscaler_configmap = self._get(
-            "ConfigMap", self.core.read_namespaced_config_map, STATUS_CONFIGMAP
-        )
-        builder.autoscaler_lease = self._get("Lease", self.coordination.read_namespaced_lease, LEASE)
+        self._find_autoscaler(builder, "Lease", self.autoscaler_lease)
+        self._find_autoscaler(builder, "ConfigMap", self.autoscaler_status)
         return builder.build(now)
+
+    def _find_autoscaler(self, builder: StateBuilder, kind: str, name: str) -> None:
+        """cluster-autoscaler's `kind` named `name` in every namespace: one cluster-wide list with
+        `fieldSelector=metadata.name=<name>`, which RBAC authorises by resourceNames (the API server
+        takes an exact metadata.name selector as the request's name), so no right to read other
+        Leases or ConfigMaps is needed. Where even that is forbidden (RBAC of an older release), only
+        kube-system is looked at, and the state says so."""
+        listing: Callable[..., Any]
+        get: Callable[..., Any]
+        if kind == "Lease":
+            listing, get = (
+                self.coordination.list_lease_for_all_namespaces,
+                self.coordination.read_namespaced_lease,
+            )
+        else:
+            listing, get = self.core.list_config_map_for_all_namespaces, self.core.read_namespaced_config_map
+        try:
+            for items in self._pages(kind, listing, {"field_selector": f"metadata.name={name}"}):
+                builder.add_all(kind, items)
+            return
+        except ListForbidden:
+            pass
+        builder.warnings.append(
+            f"cluster-autoscaler looked for in kube-system only: list {kind}s named {name} in all namespaces "
+            f"is forbidden (grant `list` on {kind.lower()}s with resourceNames [{name}], cluster-wide: "
+            "docs/deploy-kubernetes.md)"
+        )
+        found = self._get(kind, get, ("kube-system", name))
+        if found is not None:
+            builder.add(kind, found)
 
     def _fetch(self, kind: str, call: Callable[..., Any], params: dict[str, Any], token: str) -> bytes:
         try:

@@ -50,18 +50,19 @@ Object = tuple[str, Mapping[str, Any]]
 _A_LIST: Object = ("<list>", {})
 
 
-def read_snapshot(path: Path, now: datetime) -> ClusterState:
+def read_snapshot(path: Path, now: datetime, autoscaler_names: tuple[str, str] | None = None) -> ClusterState:
+    """`autoscaler_names`: cluster-autoscaler's Lease and status ConfigMap names (the defaults without)."""
     collecting = gc.isenabled()
     gc.disable()  # as in live listing: many long-lived objects, no cycles
     try:
-        return _read_snapshot(path, now)
+        return _read_snapshot(path, now, autoscaler_names)
     finally:
         if collecting:
             gc.enable()
 
 
-def _read_snapshot(path: Path, now: datetime) -> ClusterState:
-    builder = StateBuilder()
+def _read_snapshot(path: Path, now: datetime, autoscaler_names: tuple[str, str] | None) -> ClusterState:
+    builder = StateBuilder(*autoscaler_names) if autoscaler_names else StateBuilder()
     files = _files(path)
     if not files:
         raise UserError(f"{path}: no .json or .yaml files in this directory (pass a kubectl dump)")

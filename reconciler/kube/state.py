@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from operator import attrgetter
 
-from reconciler.kube.autoscaler import detect_autoscaler
+from reconciler.kube.autoscaler import DEFAULT_LEASE, DEFAULT_STATUS_CONFIGMAP, detect_autoscaler
 from reconciler.kube.parse import TERMINAL_PHASES, ObjectReader, Raw
 from reconciler.model import (
     ClusterState,
@@ -36,16 +36,20 @@ KINDS = (
 class StateBuilder:
     """Collects objects kind by kind; `build()` returns the immutable ClusterState."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self, autoscaler_lease: str = DEFAULT_LEASE, autoscaler_status: str = DEFAULT_STATUS_CONFIGMAP
+    ) -> None:
         self.reader = ObjectReader()
+        self.autoscaler_names = {"Lease": autoscaler_lease, "ConfigMap": autoscaler_status}
         self.nodes: list[Node] = []
         self.pods: list[Pod] = []
         self.pdbs: list[PodDisruptionBudget] = []
         self.daemonsets: list[DaemonSet] = []
         self.pvs: list[PersistentVolume] = []
         self.pvcs: list[PersistentVolumeClaim] = []
-        self.autoscaler_configmap: Raw | None = None
-        self.autoscaler_lease: Raw | None = None
+        # cluster-autoscaler's status ConfigMaps and Leases, in whichever namespace it runs
+        self.autoscaler_configmaps: list[Raw] = []
+        self.autoscaler_leases: list[Raw] = []
         # None until namespaces are read (a listing, even an empty one, or a Namespace in a snapshot)
         self.namespaces: dict[str, Mapping[str, str]] | None = None
         self.warnings: list[str] = []
@@ -70,13 +74,12 @@ class StateBuilder:
             if self.namespaces is None:
                 self.namespaces = {}
             self.namespaces[name] = labels
-        elif kind in ("ConfigMap", "Lease"):
-            metadata = raw.get("metadata") or {}
-            if metadata.get("namespace") == "kube-system":
-                if kind == "ConfigMap" and metadata.get("name") == "cluster-autoscaler-status":
-                    self.autoscaler_configmap = raw
-                elif kind == "Lease" and metadata.get("name") == "cluster-autoscaler":
-                    self.autoscaler_lease = raw
+        elif (
+            kind in ("ConfigMap", "Lease")
+            and (raw.get("metadata") or {}).get("name") == (self.autoscaler_names[kind])
+        ):
+            found = self.autoscaler_configmaps if kind == "ConfigMap" else self.autoscaler_leases
+            found.append(raw)
 
     def add_all(self, kind: str, items: Iterable[Raw]) -> None:
         """A page of a listing of `kind`: a listing of namespaces says they were read, even if empty."""
@@ -108,7 +111,7 @@ class StateBuilder:
             daemonsets=tuple(sorted(self.daemonsets, key=_BY_NAMESPACED_NAME)),
             pvs=tuple(sorted(self.pvs, key=_BY_NAME)),
             pvcs=tuple(sorted(self.pvcs, key=_BY_NAMESPACED_NAME)),
-            autoscaler=detect_autoscaler(self.autoscaler_configmap, self.autoscaler_lease, now),
+            autoscaler=detect_autoscaler(self.autoscaler_configmaps, self.autoscaler_leases, now),
             read_at=now,
             namespaces=None if self.namespaces is None else dict(sorted(self.namespaces.items())),
             warnings=tuple(self.warnings),

@@ -263,3 +263,26 @@ def test_status_without_a_readable_manifest_still_reports(
     assert result.code == 0, result.err
     assert "manifest not compared:" in result.out
     assert "MANIFEST" not in result.out
+
+
+def test_an_explicit_group_without_the_cluster_tag_is_named_in_status_and_plan(
+    aws: MotoAws, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The shipped apply IAM policy writes only to groups tagged k8s.io/cluster-autoscaler/<cluster>:
+    an untagged explicit group would be planned, committed, then denied at apply."""
+    aws.asg("general", min_size=1, max_size=5, desired=2, tags=TAGS)
+    aws.asg("legacy", min_size=0, max_size=3, desired=1, tags={"team": "web"})
+    snapshot = tmp_path / "dump.json"
+    snapshot.write_text(json.dumps({"kind": "List", "apiVersion": "v1", "items": cluster_objects(aws)}))
+    config = tmp_path / "explicit.yaml"
+    config.write_text(
+        "cluster: prod\nregion: us-east-1\n"
+        f"nodeGroups: {{autoDiscovery: ['{DISCOVERY}'], explicit: ['0:3:legacy', '1:5:general']}}\n"
+    )
+    for command in ("status", "plan"):
+        args = [command, "--config", str(config), "--snapshot", str(snapshot)]
+        result = run(capsys, *args, *(["--dry-run"] if command == "plan" else []), "--output", "json")
+        assert result.code == 0, result.err
+        text = result.out + result.err
+        assert "asg legacy: has no tag k8s.io/cluster-autoscaler/prod" in text, command
+        assert "asg general: has no tag" not in text, command  # tagged: nothing to say

@@ -82,6 +82,13 @@ def rbac_call(request: RecordedRequest) -> Call:
     method = request.method.upper()
     if method == "GET":
         verb = ("watch" if request.query.get("watch") in ("true", "1") else "list") if not name else "get"
+        if not name:  # a list or watch with an exact metadata.name selector is authorised by that name
+            exact = [
+                part.split("=", 1)[1].lstrip("=")
+                for part in str(request.query.get("fieldSelector", "")).split(",")
+                if part.startswith(("metadata.name=", "metadata.name=="))
+            ]
+            name = exact[0] if len(exact) == 1 else ""
     else:
         verb = {"POST": "create", "PATCH": "patch", "PUT": "update"}.get(method) or (
             "delete" if name else "deletecollection"

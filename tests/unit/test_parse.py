@@ -170,9 +170,9 @@ def test_cluster_autoscaler_detection() -> None:
     }
     stale_cm = {"data": {"status": "Cluster-autoscaler status at 2026-01-01 11:58:00.1 +0000 UTC:\n..."}}
     lease = {"spec": {"renewTime": "2026-01-02T11:59:30.000000Z"}}
-    found = detect_autoscaler(fresh_cm, None, now)
+    found = detect_autoscaler([fresh_cm], [], now)
     assert found is not None and "configmap" in found.source
-    assert detect_autoscaler(stale_cm, None, now) is None
-    found = detect_autoscaler(stale_cm, lease, now)
+    assert detect_autoscaler([stale_cm], [], now) is None
+    found = detect_autoscaler([stale_cm], [lease], now)
     assert found is not None and "lease" in found.source
-    assert detect_autoscaler(None, None, now) is None
+    assert detect_autoscaler([], [], now) is None

@@ -52,6 +52,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import orjson
 
+from reconciler.demo import validation
+
 Obj = dict[str, Any]
 Query = dict[str, str]
 FaultResult = None | float | int | str | tuple[int, Obj | None]
@@ -680,6 +682,9 @@ class FakeKubeAPI:
         self.calls: Counter[tuple[str, str]] = Counter()
         self.requests: list[RecordedRequest] = []
         self.record_requests = True
+        self.validate_writes = True
+        """Refuse (422 Invalid) a created, updated or patched object, or an Eviction, that a real
+        server would refuse or that breaks the official OpenAPI schema (reconciler/demo/validation.py)."""
         self.pod_termination_seconds: float = 0.0
         """Seconds a deleted or evicted pod with a node stays (with deletionTimestamp) before it is
         gone, like a kubelet's graceful termination; 0 deletes at once, `math.inf` never. It is how
@@ -755,6 +760,7 @@ class FakeKubeAPI:
             self.requests.clear()
         self.fault = None
         self.record_requests = True
+        self.validate_writes = True
         self.pod_termination_seconds = 0.0
 
     def _cancel_timers(self) -> None:
@@ -892,6 +898,22 @@ class FakeKubeAPI:
                 }
             fields = cached
         return _Entry(_key(ns, name), sys.intern(ns), name, raw, shared, fields, rv)
+
+    def _refuse_invalid(self, res: Resource, obj: Obj, name: str) -> None:
+        """422 Invalid, with the real server's message shape, for what validation.problems finds."""
+        if not self.validate_writes:
+            return
+        undecodable = validation.undecodable({**obj, "kind": res.kind})
+        if undecodable:
+            raise ApiError(400, "BadRequest", undecodable)
+        problems = validation.problems({**obj, "kind": res.kind, "apiVersion": res.api_version})
+        if problems:
+            raise ApiError(
+                422,
+                "Invalid",
+                f'{res.kind} "{name}" is invalid: {"; ".join(problems)}',
+                _details(res, name, causes=[{"reason": "FieldValueInvalid", "message": p} for p in problems]),
+            )
 
     def _remove(self, res: Resource, entry: _Entry) -> _Entry:
         """Delete and log DELETED with the object's final state at a new resourceVersion."""
@@ -1133,6 +1155,7 @@ class FakeKubeAPI:
                 secrets.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(5)
             )
         name = meta["name"]
+        self._refuse_invalid(res, obj, name)
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = _now()
         meta.pop("deletionTimestamp", None)
@@ -1270,8 +1293,11 @@ class FakeKubeAPI:
         new["kind"], new["apiVersion"] = res.kind, res.api_version
         if "generation" in cur_meta and not status_only and new.get("spec") != current.get("spec"):
             meta["generation"] = int(cur_meta["generation"]) + 1
-        if new == current or _dry_run(query):
-            return _Reply(200, orjson.dumps(new) if new != current else self._full(res, entry))
+        if new == current:
+            return _Reply(200, self._full(res, entry))
+        self._refuse_invalid(res, new, str(meta.get("name", "")))
+        if _dry_run(query):
+            return _Reply(200, orjson.dumps(new))
         committed = self._commit(res, new)
         self._cond.notify_all()
         return _Reply(200, self._full(res, committed))
@@ -1383,6 +1409,10 @@ class FakeKubeAPI:
             raise ApiError(400, "BadRequest", "the body of the request was in an unknown format")
         if body.get("metadata", {}).get("name", name) != name:
             raise ApiError(400, "BadRequest", "name in URL does not match name in Eviction object")
+        if self.validate_writes:
+            problems = validation.schema_problems({"kind": "Eviction", "apiVersion": "policy/v1", **body})
+            if problems:
+                raise ApiError(422, "Invalid", f'Eviction.policy "{name}" is invalid: {"; ".join(problems)}')
         with self._cond:
             entry = self._stores["Pod"].entries.get(_key(ns, name))
             if entry is None:

@@ -16,7 +16,21 @@ FIXTURE = EKS_T3SMALL / "nodes.json"
 
 
 def discover(aws: MotoAws, *names: str) -> tuple[NodeGroup, ...]:
+    """The named groups as explicit groups, tagged for the cluster as the apply IAM policy wants
+    (an untagged explicit group is warned about: tests/e2e/test_cli_status.py)."""
     autoscaling, ec2 = aws_clients(aws.config())
+    autoscaling.create_or_update_tags(
+        Tags=[
+            {
+                "ResourceId": name,
+                "ResourceType": "auto-scaling-group",
+                "Key": "k8s.io/cluster-autoscaler/test",
+                "Value": "owned",
+                "PropagateAtLaunch": False,
+            }
+            for name in names
+        ]
+    )
     return discover_node_groups(aws.config(explicit=[f"0:10:{name}" for name in names]), autoscaling, ec2)
 
 

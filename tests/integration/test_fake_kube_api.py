@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import threading
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -272,7 +273,10 @@ def test_update_with_stale_resource_version_is_409(
     kube_api: FakeKubeAPI, kube_client: client.ApiClient
 ) -> None:
     coord = client.CoordinationV1Api(kube_client)
-    lease = coord.create_namespaced_lease("kube-system", k.lease("apply", holder="a"))
+    # a fraction that is not zero: the client's model would print a zero one without it, which a
+    # real server's MicroTime parser refuses (reconciler/kube/lease.py micro_time)
+    when = datetime(2026, 1, 1, 0, 0, 0, 123456, tzinfo=UTC)
+    lease = coord.create_namespaced_lease("kube-system", k.lease("apply", holder="a", acquire_time=when))
     rv0 = lease.metadata.resource_version
     lease.spec.holder_identity = "b"
     updated = coord.replace_namespaced_lease("apply", "kube-system", lease)

@@ -1,0 +1,140 @@
+"""What a real API server refuses, so the fake refuses it too (422 Invalid) and the next gap between
+our writes and a real cluster fails a test instead of an incident.
+
+Two layers, as in kube-apiserver:
+- the registry's own validation (kubernetes/kubernetes `pkg/apis/core/validation` ValidateConfigMap,
+  `pkg/apis/coordination/validation` ValidateLease), written out here: ConfigMap keys and total size,
+  Lease durations, transitions and MicroTime timestamps;
+- the object's shape against the official OpenAPI schema of KUBERNETES_VERSION, as the
+  `kubernetes-validate` package ships it (strict: unknown fields refused). A real server drops unknown
+  fields with a warning (fieldValidation=Warn); refusing them is stricter on purpose: a field we send
+  that the server ignores is a bug of ours. Without that package (a demo install) only the first
+  layer runs.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Mapping
+from importlib import resources
+from typing import Any
+
+KUBERNETES_VERSION = "1.34"
+CONFIGMAP_MAX_BYTES = 1024 * 1024  # corev1.MaxSecretSize, which ValidateConfigMap applies
+_CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+# metav1.MicroTime is parsed with Go's RFC3339Micro layout: exactly six fractional digits
+_MICRO_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}(Z|[+-]\d{2}:\d{2})$")
+
+
+def _config_key_problems(field: str, key: str) -> list[str]:
+    if len(key) > 253:
+        return [f"{field}[{key}]: Invalid value: {key!r}: must be no more than 253 characters"]
+    if not _CONFIG_KEY.match(key):
+        return [
+            f"{field}[{key}]: Invalid value: {json.dumps(key)}: a valid config key must consist of "
+            "alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or "
+            "'key-name', regex used for validation is '[-._a-zA-Z0-9]+')"
+        ]
+    if key in (".", ".."):
+        return [f"{field}[{key}]: Invalid value: {key!r}: must not be '.' or '..'"]
+    return []
+
+
+def configmap_problems(obj: Mapping[str, Any]) -> list[str]:
+    """ValidateConfigMap: every key of data and binaryData, no key in both, and the sum of key and
+    value lengths at most 1 MiB."""
+    data = obj.get("data") or {}
+    binary = obj.get("binaryData") or {}
+    problems: list[str] = []
+    total = 0
+    for field, items in (("data", data), ("binaryData", binary)):
+        if not isinstance(items, Mapping):
+            continue
+        for key, value in items.items():
+            problems += _config_key_problems(field, str(key))
+            total += len(str(key)) + len(str(value) if field == "binaryData" else str(value).encode())
+    for key in set(data) & set(binary) if isinstance(data, Mapping) and isinstance(binary, Mapping) else ():
+        problems.append(f"data[{key}]: Invalid value: {key!r}: duplicate of key present in binaryData")
+    if total > CONFIGMAP_MAX_BYTES:
+        problems.append(f"[]: Too long: may not be more than {CONFIGMAP_MAX_BYTES} bytes")
+    return problems
+
+
+def lease_problems(obj: Mapping[str, Any]) -> list[str]:
+    """ValidateLeaseSpec."""
+    spec = obj.get("spec") or {}
+    problems: list[str] = []
+    duration = spec.get("leaseDurationSeconds")
+    if duration is not None and (not isinstance(duration, int) or duration <= 0):
+        problems.append(f"spec.leaseDurationSeconds: Invalid value: {duration}: must be greater than 0")
+    transitions = spec.get("leaseTransitions")
+    if transitions is not None and (not isinstance(transitions, int) or transitions < 0):
+        problems.append(
+            f"spec.leaseTransitions: Invalid value: {transitions}: must be greater than or equal to 0"
+        )
+    return problems
+
+
+def undecodable(obj: Mapping[str, Any]) -> str | None:
+    """What the server's JSON decoder refuses before any validation (400 BadRequest): a Lease's
+    MicroTime without exactly six fractional digits (the Python client's model drops a zero
+    fraction: `datetime.isoformat()`)."""
+    if obj.get("kind") != "Lease":
+        return None
+    spec = obj.get("spec") or {}
+    for key in ("acquireTime", "renewTime"):
+        value = spec.get(key)
+        if value is not None and not (isinstance(value, str) and _MICRO_TIME.match(value)):
+            return (
+                f'Lease in version "v1" cannot be handled as a Lease: parsing time {json.dumps(value)} as '
+                '"2006-01-02T15:04:05.000000Z07:00": cannot parse it as RFC3339Micro'
+            )
+    return None
+
+
+_REGISTRY_RULES = {"ConfigMap": configmap_problems, "Lease": lease_problems}
+
+
+@functools.cache
+def _validator(kind: str, api_version: str) -> Any:
+    """A compiled validator of the official schema for (kind, apiVersion), or None where
+    kubernetes-validate is not installed or has no such schema."""
+    try:
+        import jsonschema
+        import referencing
+    except ImportError:  # pragma: no cover - both are dependencies of ours
+        return None
+    try:
+        schemas = resources.files("kubernetes_validate") / "kubernetes-json-schema"
+        root = schemas / f"v{KUBERNETES_VERSION}.0-local-strict"
+    except ModuleNotFoundError:
+        return None
+    group = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
+    path = root / f"{kind.lower()}-{group}.json"
+    if not path.is_file():
+        return None
+    schema = json.loads(path.read_text())
+    definitions = json.loads((root / "_definitions.json").read_text())
+    registry: Any = referencing.Registry()
+    registry = referencing.Resource.from_contents(schema) @ registry  # as kubernetes-validate does
+    registry = referencing.Resource.from_contents(definitions) @ registry
+    return jsonschema.Draft202012Validator(schema, registry=registry)
+
+
+def schema_problems(obj: Mapping[str, Any]) -> list[str]:
+    validator = _validator(str(obj.get("kind", "")), str(obj.get("apiVersion", "")))
+    if validator is None:
+        return []
+    problems = []
+    for error in validator.iter_errors(obj):
+        where = ".".join(str(p) for p in error.absolute_path) or "<root>"
+        problems.append(f"{where}: {error.message}")
+    return problems
+
+
+def problems(obj: Mapping[str, Any]) -> list[str]:
+    """Everything a real server (and the schema) would refuse in this object, as field: message."""
+    rule = _REGISTRY_RULES.get(str(obj.get("kind", "")))
+    return (rule(obj) if rule else []) + schema_problems(obj)

@@ -200,7 +200,8 @@ def _locked_reason(
     people = copy.commits_not_by(branch, base, config.git.author_email)
     if people:
         return f"it has commits by {people[0].author_name}"
-    if pr is not None and forge.opens_pull_requests and forge.reviews(pr, head).approved_by:
+    ignore = config.approval.ignore_reviewers
+    if pr is not None and forge.opens_pull_requests and forge.reviews(pr, head, ignore=ignore).approved_by:
         return "it has approvals"
     return None
 

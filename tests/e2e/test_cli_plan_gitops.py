@@ -39,6 +39,7 @@ def github_server() -> Iterator[FakeGitHub]:
 @pytest.fixture
 def github(github_server: FakeGitHub, monkeypatch: pytest.MonkeyPatch) -> FakeGitHub:
     github_server.reset()
+    github_server.grant("carol", "write")  # the person who approves proposals in these tests
     monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
     return github_server
 

@@ -101,6 +101,8 @@ class ApprovalConfig:
     mode: str = "signed"
     allowed_signers: str = "/etc/asg-reconciler/allowed_signers"
     min_approvals: int = 1
+    # github-reviews: logins whose approvals never count, such as the plan bot's machine account
+    ignore_reviewers: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -384,7 +386,12 @@ def _build(data: dict[str, Any], label: str, document: Any = None) -> Config:
             author_email=git["authorEmail"],
         ),
         forge=ForgeConfig(forge["type"], forge.get("repo", ""), forge["tokenEnv"], forge["baseUrl"]),
-        approval=ApprovalConfig(approval["mode"], approval["allowedSigners"], approval["minApprovals"]),
+        approval=ApprovalConfig(
+            approval["mode"],
+            approval["allowedSigners"],
+            approval["minApprovals"],
+            tuple(approval["ignoreReviewers"]),
+        ),
         apply=ApplyConfig(
             max_step=apply["maxStep"],
             drain_timeout=_duration(apply["drainTimeout"]),

@@ -196,11 +196,16 @@ def _locked_reason(
     head: str,
     config: Config,
 ) -> str | None:
-    """Why the bot may no longer rewrite the proposal, or None while it is the bot's alone."""
+    """Why the bot may no longer rewrite the proposal, or None while it is the bot's alone.
+
+    An approval locks it while it stands, on whichever commit it was given: the bot's own shrink
+    moves the head past a person's approval, and the set they approved may still only shrink
+    (DESIGN §3 rule 3). An approval whose reviewer's permission could not be read locks too."""
     people = copy.commits_not_by(branch, base, config.git.author_email)
     if people:
         return f"it has commits by {people[0].author_name}"
-    if pr is not None and forge.opens_pull_requests and forge.reviews(pr, head).approved_by:
+    ignore = config.approval.ignore_reviewers
+    if pr is not None and forge.opens_pull_requests and forge.reviews(pr, head, ignore=ignore).locks:
         return "it has approvals"
     return None
 

@@ -183,6 +183,14 @@ class WorkingCopy:
                 self._git("fetch", *_FETCH_ONE, REMOTE, refspec)  # created meanwhile
             return self._resolve(tracking)
 
+    def fetch_ref(self, ref: str) -> None:
+        """Bring one ref of the remote that `sync` does not fetch (GitHub's `refs/pull/N/head`, for a
+        squashed pull request's head) into the clone under the same name, so gc keeps it."""
+        if not ref.startswith("refs/") or ref.startswith(("refs/heads/", "refs/remotes/")) or ":" in ref:
+            raise ValueError(f"not a ref to mirror: {ref!r}")
+        with self._locked():
+            self._git("fetch", *_FETCH_ONE, REMOTE, f"+{ref}:{ref}")
+
     def remote_head(self, branch: str) -> str | None:
         """The remote's tip of `branch` now, asked with one `git ls-remote` (no fetch): how the run
         loop's apply stage learns cheaply that main moved. None when the branch does not exist."""

@@ -21,7 +21,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import git
 from kubernetes import client as k8s
@@ -39,6 +38,7 @@ from reconciler.aws.clients import make_clients
 from reconciler.aws.reader import AwsReader
 from reconciler.config import Config
 from reconciler.errors import ReconcilerError, RefusedError, UserError
+from reconciler.gitops.forge.base import Forge
 from reconciler.gitops.manifest import Manifest
 from reconciler.gitops.plan_edits import committed_groups
 from reconciler.gitops.record_signing import Signer, load_signer, load_verifier
@@ -72,18 +72,26 @@ class ApplyRun:
 class GateAt:
     """The approval gate bound to the clone it reads commits from. Made (and its settings checked,
     a UserError before anything changes) only when the manifest lists removals: a run with nothing
-    to judge, such as an urgent scale-up, never waits on approval settings it does not need."""
+    to judge, such as an urgent scale-up, never waits on approval settings it does not need. Each
+    commit is judged once per run (every removal it brought asks the same question)."""
 
-    def __init__(self, config: Config, repo: Path, manifest: Manifest) -> None:
-        self.repo = repo
+    def __init__(
+        self, config: Config, copy: WorkingCopy, manifest: Manifest, *, forge: Forge | None = None
+    ) -> None:
+        self.repo = copy.path
         needed = any(g.removal_ids for g in manifest.groups)
-        self._gate: ApprovalGate | None = make_gate(config) if needed else None
+        self._gate: ApprovalGate | None = (
+            make_gate(config, forge=forge, fetch=copy.fetch_ref) if needed else None
+        )
+        self._verdicts: dict[str, tuple[bool, str]] = {}
 
     def approves(self, commit: str) -> tuple[bool, str]:
         if self._gate is None:  # the manifest listed no removal, so nothing asks
             return False, "no approval gate was set up (the manifest lists no removals)"
-        verdict = self._gate.check(commit, self.repo)
-        return verdict.approved, verdict.reason
+        if commit not in self._verdicts:
+            verdict = self._gate.check(commit, self.repo)
+            self._verdicts[commit] = (verdict.approved, verdict.reason)
+        return self._verdicts[commit]
 
 
 def resolve_ref(copy: WorkingCopy, ref: str) -> str | None:
@@ -240,7 +248,7 @@ def _apply(
     manifest = read_manifest(copy.read_file(config.manifest_path, target), label)
     if manifest is None:
         raise UserError(f"{label}: no manifest at the commit to apply (run plan first)")
-    gate = GateAt(config, copy.path, manifest)
+    gate = GateAt(config, copy, manifest)
     reader = AwsReader(config)  # never reuses descriptions: apply acts on AWS as it is now
     inventory = observe(config, None, now, reader)
     states = {i.instance_id: i.lifecycle_state for g in inventory.groups for i in g.group.instances}

@@ -249,7 +249,7 @@ def _gate(
     if not brought:
         return report
     try:
-        gate = GateAt(config, copy.path, landed_manifest)
+        gate = GateAt(config, copy, landed_manifest)
         lines = []
         for item in sorted(brought, key=lambda i: (i.group, i.instance_id)):
             if item.unreadable:

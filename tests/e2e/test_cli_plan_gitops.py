@@ -39,6 +39,7 @@ def github_server() -> Iterator[FakeGitHub]:
 @pytest.fixture
 def github(github_server: FakeGitHub, monkeypatch: pytest.MonkeyPatch) -> FakeGitHub:
     github_server.reset()
+    github_server.grant("carol", "write")  # the person who approves proposals in these tests
     monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
     return github_server
 
@@ -517,6 +518,30 @@ def test_locked_proposal_shrinks_with_a_commit_on_top(
     assert setup.removal_ids(PROPOSAL) == (b_id,)
     assert github.pull(1).state == "open"
     assert "shrank this proposal" in github.comments(1)[-1]
+
+
+def test_an_approval_standing_after_the_bots_shrink_keeps_the_proposal_locked(
+    aws: MotoAws, bare_remote: Path, tmp_path: Path, github: FakeGitHub, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Rule 3: the bot's own shrink moves the head past a person's approval, which still stands, so
+    the next plan may not add instances to the set they approved (apply would refuse them; the
+    proposal must not grow either)."""
+    setup = Setup(aws, tmp_path, bare_remote, github)
+    (b_id, _) = setup.instances[1]
+    c = setup.add_instance()
+    assert setup.plan(capsys, setup.cluster() + node_c(c)).code == 0
+    assert sorted(setup.removal_ids(PROPOSAL)) == sorted([b_id, c[0]])
+    setup.approve(github, PROPOSAL)
+    assert setup.plan(capsys, setup.cluster() + node_c(c, busy=1500)).code == 0  # c is needed: shrunk
+    shrunk = setup.head(PROPOSAL)
+    assert shrunk is not None and setup.removal_ids(PROPOSAL) == (b_id,)
+    github.push(PROPOSAL, shrunk)  # GitHub sees the bot's push: carol approved an older head
+
+    result = setup.plan(capsys, setup.cluster() + node_c(c))  # c is idle again: the plan wants b and c
+    assert result.code == 0, result.err
+    assert setup.head(PROPOSAL) == shrunk
+    assert setup.removal_ids(PROPOSAL) == (b_id,)
+    assert f"proposal {PROPOSAL} kept as is (it has approvals)" in result.out + result.err
 
 
 def test_reviewed_scale_up_is_not_rewritten(

@@ -3,13 +3,19 @@
 No forge runs here (DESIGN §6), so the client is tested against this. It keeps what our code relies
 on faithful to GitHub: pulls with head/base/sha, the owner-qualified `head` filter, 422 "A pull
 request already exists", list items without `merged`/`merged_by` (only the single GET has them),
-reviews with `commit_id`, the pull requests of a commit (`/commits/{sha}/pulls`), issue comments
+reviews as GitHub lists them (`user.login`, `user.type` — `Bot` for `name[bot]` accounts —,
+`author_association`, `commit_id`, `state`; a dismissed review turns DISMISSED in place), who may
+review at all (on a private repository only people with read access; the author never approves their
+own pull request), the permission of a user (`/collaborators/{user}/permission`: `permission` with
+maintain mapped to write and triage to read, `role_name`; `none` for a user without access, 404 for
+a login that is no user), the pull requests of a commit (`/commits/{sha}/pulls`), issue comments
 (listed, added, and edited in place by id),
 `Link: rel="next"` paging, 401 "Bad credentials" for a wrong token, 403
 for a token without write access, 404 for an unknown repository. An optional path prefix serves
 it as GitHub Enterprise does (`/api/v3`).
 
-Tests drive the world through the Python API (`push`, `review`, `merge`), inject faults with
+Tests drive the world through the Python API (`push`, `grant`, `open_pull`, `review`, `dismiss`,
+`merge`), inject faults with
 `fault`, and assert on `requests` (e.g. that an unchanged proposal sent no PATCH).
 """
 
@@ -35,6 +41,10 @@ answer with that (body None: {"message": ...}), or `DROP` to close the connectio
 
 DROP = "drop"
 BOT = "asg-reconciler-bot"
+
+# A role as `GET .../collaborators/{user}/permission` names it: `permission` is the legacy base role
+# (maintain reads as write, triage as read), `role_name` the role itself.
+ROLES = {"admin": "admin", "maintain": "write", "write": "write", "triage": "read", "read": "read"}
 
 
 @dataclass(frozen=True)
@@ -82,8 +92,13 @@ class FakeGitHub:
         token: str = "fake-token",
         prefix: str = "",
         host: str = "127.0.0.1",
+        public: bool = False,
     ) -> None:
         self.repos: set[str] = {repo}
+        self.public = public  # a public repository: anyone can see it and review its pull requests
+        # login (lower case) -> role on every repository of the fake; the plan bot pushes, so it writes
+        self.collaborators: dict[str, str] = {BOT.lower(): "write"}
+        self.users: set[str] = set()  # other accounts that exist (lower case): permission "none"
         self.token = token
         self.read_only_tokens: set[str] = set()  # accepted for reads, 403 on writes
         self.prefix = prefix.rstrip("/")
@@ -145,6 +160,9 @@ class FakeGitHub:
             self.requests.clear()
             self.read_only_tokens.clear()
             self.fault = None
+            self.collaborators = {BOT.lower(): "write"}
+            self.users.clear()
+            self.public = False
 
     def writes(self) -> list[RecordedRequest]:
         """Every request that could change something (what "low noise" is about)."""
@@ -167,23 +185,85 @@ class FakeGitHub:
         with self._lock:
             return self.pulls[(repo or self._default_repo, number)]
 
+    def grant(self, login: str, role: str) -> None:
+        """Give `login` a role on the repository (admin, maintain, write, triage, read; "none" takes
+        it away): what an owner does in the repository's settings."""
+        with self._lock:
+            self.users.add(login.lower())
+            if role == "none":
+                self.collaborators.pop(login.lower(), None)
+            elif role in ROLES:
+                self.collaborators[login.lower()] = role
+            else:
+                raise ValueError(f"unknown role {role!r}")
+
+    def permission(self, login: str) -> str:
+        """The base role GitHub reports for `login`: admin, write, read or none."""
+        with self._lock:
+            role = self.collaborators.get(login.lower())
+            if role is not None:
+                return ROLES[role]
+            return "read" if self.public else "none"
+
+    def open_pull(
+        self, head: str, *, author: str, base: str = "main", title: str = "t", repo: str | None = None
+    ) -> int:
+        """A pull request opened by `author` (someone other than the token's bot); its number."""
+        repo = repo or self._default_repo
+        with self._lock:
+            self.users.add(author.lower())
+            sha = self.branches.get((repo, head)) or self.push(head, repo=repo)
+            number = 1 + max((n for r, n in self.pulls if r == repo), default=0)
+            self.pulls[(repo, number)] = _Pull(number, repo, title, "", head, base, sha, user=author)
+            return number
+
     def review(
         self, number: int, login: str, state: str, *, commit_id: str | None = None, repo: str | None = None
     ) -> Obj:
-        """Submit a review as `login` on `commit_id` (default: the pull request's current head)."""
+        """Submit a review as `login` on `commit_id` (default: the pull request's current head).
+
+        As GitHub: on a private repository only people with read access can review (an installed
+        app, `name[bot]`, can too), and the author can comment on their own pull request but not
+        approve it or request changes (422)."""
         with self._lock:
             pull = self.pull(number, repo=repo)
+            bot = login.lower().endswith("[bot]")
+            self.users.add(login.lower())
+            if not bot and self.permission(login) == "none":
+                raise PermissionError(f"{login} cannot see the private repository {pull.repo}")
+            if login.lower() == pull.user.lower() and state in ("APPROVED", "CHANGES_REQUESTED"):
+                verb = "approve" if state == "APPROVED" else "request changes on"
+                raise ValueError(f"422 Unprocessable Entity: Can not {verb} your own pull request")
             review = {
                 "id": self._take_id(),
-                "user": {"login": login, "id": int(_sha(login)[:8], 16), "type": "User"},
+                "user": {"login": login, "id": int(_sha(login)[:8], 16), "type": "Bot" if bot else "User"},
                 "body": "",
                 "state": state,
+                "author_association": self._association(login, pull),
                 "commit_id": commit_id or pull.head_sha,
                 "submitted_at": _now(),
                 "html_url": f"{pull_url(pull)}#pullrequestreview-{self._next_id}",
             }
             pull.reviews.append(review)
             return review
+
+    def dismiss(self, number: int, review_id: int, *, repo: str | None = None) -> None:
+        """Dismiss a review: GitHub turns that review's state into DISMISSED, in place."""
+        with self._lock:
+            for review in self.pull(number, repo=repo).reviews:
+                if review["id"] == review_id:
+                    review["state"] = "DISMISSED"
+                    return
+            raise KeyError(review_id)
+
+    def _association(self, login: str, pull: _Pull) -> str:
+        """`author_association` as GitHub computes it, roughly: it says how someone is related to the
+        repository, not what they may do (a MEMBER may only read)."""
+        if login.lower() == pull.repo.split("/")[0].lower():
+            return "OWNER"
+        if login.lower() in self.collaborators:
+            return "COLLABORATOR"
+        return "NONE"
 
     def merge(self, number: int, login: str, *, repo: str | None = None, sha: str | None = None) -> str:
         """Merge as `login` (what a person pressing the button does); returns the merge commit sha
@@ -264,11 +344,14 @@ class FakeGitHub:
             return 404, {"message": "Not Found"}, {}
         repo, rest = match.group(1), match.group(2) or ""
         if rest == "" and method == "GET":
-            return 200, {"full_name": repo, "name": repo.split("/")[1], "private": True}, {}
+            return 200, {"full_name": repo, "name": repo.split("/")[1], "private": not self.public}, {}
         if rest == "/pulls" and method == "GET":
             return self._list_pulls(repo, path, query)
         if rest == "/pulls" and method == "POST":
             return self._create_pull(repo, body)
+        permission_match = re.fullmatch(r"/collaborators/([^/]+)/permission", rest)
+        if permission_match and method == "GET":
+            return self._permission_of(permission_match.group(1))
         commit_match = re.fullmatch(r"/commits/([0-9a-f]{7,64})/pulls", rest)
         if commit_match and method == "GET":
             return self._pulls_for_commit(repo, path, query, commit_match.group(1))
@@ -303,6 +386,21 @@ class FakeGitHub:
         if (kind, sub, method) == ("issues", "/comments", "GET"):
             return self._page(path, query, list(pull.comments))
         return 404, {"message": "Not Found"}, {}
+
+    def _permission_of(self, login: str) -> tuple[int, Any, dict[str, str]]:
+        """GET /repos/{repo}/collaborators/{username}/permission: 404 for a login that is no user,
+        else the base role (`none` without access) and the role's own name."""
+        known = login.lower() in self.users or login.lower() in self.collaborators
+        if not known:
+            return (
+                404,
+                {"message": f"{login} is not a user", "documentation_url": "https://docs.github.com/rest"},
+                {},
+            )
+        permission = self.permission(login)
+        role = self.collaborators.get(login.lower(), permission)
+        user = {"login": login, "type": "Bot" if login.lower().endswith("[bot]") else "User"}
+        return 200, {"permission": permission, "role_name": role, "user": user}, {}
 
     def _edit_comment(self, repo: str, comment_id: int, body: Any) -> tuple[int, Any, dict[str, str]]:
         """PATCH /repos/{repo}/issues/comments/{id}: edit a comment's body in place."""
@@ -419,7 +517,7 @@ def pull_json(pull: _Pull, *, full: bool) -> Obj:
         "state": pull.state,
         "title": pull.title,
         "body": pull.body or None,
-        "user": {"login": pull.user},
+        "user": {"login": pull.user, "type": "Bot" if pull.user.lower().endswith("[bot]") else "User"},
         "head": {"ref": pull.head, "sha": pull.head_sha, "repo": {"full_name": pull.repo}},
         "base": {"ref": pull.base, "repo": {"full_name": pull.repo}},
         "merged_at": pull.merged_at,

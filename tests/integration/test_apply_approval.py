@@ -18,16 +18,20 @@ import pytest
 from reconciler.apply.approval import make_gate
 from reconciler.apply.approval.base import ApprovalGate, Verdict
 from reconciler.apply.approval.signed import SignedGate
-from reconciler.config import ApprovalConfig, Config, ForgeConfig
+from reconciler.config import ApprovalConfig, Config, ForgeConfig, GitConfig
 from reconciler.errors import OperationError, RefusedError, UserError
 from reconciler.gitops.approve import approve
 from reconciler.gitops.forge.github import GitHubForge
+from reconciler.gitops.manifest import parse_manifest
 from reconciler.gitops.repo import Identity, WorkingCopy
+from reconciler.runtime.apply_stage import GateAt
+from tests.fakes.github_api import BOT as BOT_LOGIN
 from tests.fakes.github_api import FakeGitHub
 from tests.fixtures_git import (
     ALICE,
     BOB,
     BOT,
+    CLUSTER,
     MANIFEST_PATH,
     SEED_MANIFEST,
     Person,
@@ -197,6 +201,9 @@ def test_an_unknown_commit_is_an_operation_error(seeded_remote: Path, keys: Keys
 # ------------------------------------------------------------------------------------ github-reviews
 
 REPO, TOKEN, ENV = "org/capacity", "ghs_apply-read-token", "CAPACITY_READ_TOKEN"
+ABC, EVIL, OLD = "i-0abcabcabcabcabc0", "i-0eeeeeeeeeeeeeee0", "i-0d1d1d1d1d1d1d1d0"
+REVIEWED = SEED_MANIFEST.replace("    removeInstances: []\n", f"    removeInstances: [{ABC}]\n", 1)
+WITH_EXTRA = SEED_MANIFEST.replace("    removeInstances: []\n", f"    removeInstances: [{ABC}, {EVIL}]\n", 1)
 
 
 @pytest.fixture(scope="module")
@@ -208,65 +215,241 @@ def server() -> Iterator[FakeGitHub]:
 @pytest.fixture
 def github(server: FakeGitHub) -> FakeGitHub:
     server.reset()
+    for login in ("alice", "bob"):
+        server.grant(login, "write")
     return server
 
 
-def reviews_gate(github: FakeGitHub, min_approvals: int = 1) -> ApprovalGate:
+def reviews_gate(github: FakeGitHub, min_approvals: int = 1, ignore: tuple[str, ...] = ()) -> ApprovalGate:
     forge_config = ForgeConfig("github", REPO, ENV, github.url)
     config = Config(
-        cluster="c",
+        cluster=CLUSTER,
         forge=forge_config,
-        approval=ApprovalConfig("github-reviews", min_approvals=min_approvals),
+        approval=ApprovalConfig("github-reviews", min_approvals=min_approvals, ignore_reviewers=ignore),
     )
     return make_gate(config, forge=GitHubForge(forge_config, {ENV: TOKEN}, timeout=5, backoff=0))
 
 
-def opened(github: FakeGitHub) -> int:
+def opened(github: FakeGitHub, remote: Path, *, author: str | None = None, manifest: str = REVIEWED) -> int:
+    """The bot's proposal commit on its branch of `remote`, pushed, and its pull request: opened by the
+    bot through the forge, or by `author` (someone else)."""
+    github.push(PROPOSAL, propose(remote, manifest))
+    if author is not None:
+        return github.open_pull(PROPOSAL, author=author)
     forge = GitHubForge(ForgeConfig("github", REPO, ENV, github.url), {ENV: TOKEN}, timeout=5)
-    github.push(PROPOSAL)
     return forge.open(title="scale down", body="| group |", head=PROPOSAL, base="main").number
 
 
-def test_github_reviews_approves_the_merge_of_an_approved_pull_request(github: FakeGitHub) -> None:
-    number = opened(github)
+def merged(
+    github: FakeGitHub, remote: Path, number: int, *, login: str = "bob", manifest: str | None = None
+) -> str:
+    """Merge pull request `number` with a merge commit on main (its head as second parent), as the
+    button or a plain `git merge --no-ff` + push does; `manifest` makes the merge's tree differ from
+    the head's (an "evil merge" pushed by hand). GitHub keeps `refs/pull/N/head` either way."""
+    head = github.pull(number).head_sha
+    main = git("rev-parse", "refs/heads/main", cwd=remote).strip()
+    files = {MANIFEST_PATH: manifest if manifest is not None else show(remote, f"{head}:{MANIFEST_PATH}")}
+    sha = BOB.commit(remote, "main", files, f"Merge pull request #{number}", parents=[main, head])
+    git("update-ref", f"refs/pull/{number}/head", head, cwd=remote)
+    return github.merge(number, login, sha=sha)
+
+
+def test_github_reviews_approves_the_merge_of_an_approved_pull_request(
+    github: FakeGitHub, seeded_remote: Path
+) -> None:
+    number = opened(github, seeded_remote)
     github.review(number, "alice", "APPROVED")
-    merge = github.merge(number, "alice", sha="c0ffee" * 6 + "abcd")
-    verdict = reviews_gate(github).check(merge, Path("."))
-    assert verdict.approved and verdict.by == "alice" and f"#{number}" in verdict.reason
+    merge = merged(github, seeded_remote, number)
+    verdict = reviews_gate(github).check(merge, seeded_remote)
+    assert verdict.approved and verdict.by == "alice" and f"#{number}" in verdict.reason, verdict
     paths = [r.path for r in github.requests if r.method == "GET"]
     assert f"/repos/{REPO}/commits/{merge}/pulls" in paths
     assert f"/repos/{REPO}/pulls/{number}/reviews" in paths
+    assert f"/repos/{REPO}/collaborators/alice/permission" in paths
 
 
-def test_github_reviews_ignores_an_approval_of_an_older_head(github: FakeGitHub) -> None:
-    number = opened(github)
+def test_github_reviews_ignores_an_approval_of_an_older_head(github: FakeGitHub, seeded_remote: Path) -> None:
+    number = opened(github, seeded_remote)
     github.review(number, "alice", "APPROVED")
-    github.push(PROPOSAL)  # a commit nobody reviewed
-    merge = github.merge(number, "bob")
-    verdict = reviews_gate(github).check(merge, Path("."))
+    github.push(PROPOSAL, propose(seeded_remote))  # a commit nobody reviewed
+    merge = merged(github, seeded_remote, number)
+    verdict = reviews_gate(github).check(merge, seeded_remote)
     assert not verdict.approved and "has 0 of the 1 approvals" in verdict.reason
+    assert "alice (approved an older head" in verdict.reason
 
 
-def test_github_reviews_refuses_the_head_commit_and_unknown_commits(github: FakeGitHub) -> None:
-    number = opened(github)
+def test_github_reviews_refuses_the_head_commit_and_unknown_commits(
+    github: FakeGitHub, seeded_remote: Path
+) -> None:
+    number = opened(github, seeded_remote)
     github.review(number, "alice", "APPROVED")
     head = github.pull(number).head_sha
-    github.merge(number, "alice")
+    merged(github, seeded_remote, number)
     gate = reviews_gate(github)
     for commit in (head, "1234567" * 5 + "12345"):  # listed for the commit, but not merged as it
-        verdict = gate.check(commit, Path("."))
+        verdict = gate.check(commit, seeded_remote)
         assert not verdict.approved and "not the merge commit of a pull request" in verdict.reason
 
 
-def test_github_reviews_counts_distinct_users_and_pages_reviews(github: FakeGitHub) -> None:
-    number = opened(github)
+def test_github_reviews_counts_distinct_users_and_pages_reviews(
+    github: FakeGitHub, seeded_remote: Path
+) -> None:
+    number = opened(github, seeded_remote)
     for _ in range(120):  # more than one page of reviews
         github.review(number, "alice", "COMMENTED")
     github.review(number, "alice", "APPROVED")
     github.review(number, "alice", "APPROVED")
-    merge = github.merge(number, "alice")
-    verdict = reviews_gate(github, min_approvals=2).check(merge, Path("."))
+    merge = merged(github, seeded_remote, number)
+    verdict = reviews_gate(github, min_approvals=2).check(merge, seeded_remote)
     assert not verdict.approved and "has 1 (alice) of the 2 approvals" in verdict.reason
+
+
+def test_github_reviews_never_counts_the_tokens_own_login(github: FakeGitHub, seeded_remote: Path) -> None:
+    """The plan bot's token can submit reviews (Pull requests: write) and its account can write (it
+    pushes scale-ups): its approval of a pull request someone else opened is still no person's."""
+    github.grant("mallory", "read")
+    number = opened(github, seeded_remote, author="mallory")
+    github.review(number, BOT_LOGIN, "APPROVED")
+    merge = merged(github, seeded_remote, number, login=BOT_LOGIN)
+    verdict = reviews_gate(github).check(merge, seeded_remote)
+    assert not verdict.approved, verdict
+    assert f"{BOT_LOGIN} (the token's own account)" in verdict.reason
+
+
+def test_github_reviews_never_counts_the_configured_plan_bot(github: FakeGitHub, seeded_remote: Path) -> None:
+    """Apply reads with its own token, so the plan bot's machine account is named in the config."""
+    github.grant("capacity-bot", "write")
+    github.grant("mallory", "read")
+    number = opened(github, seeded_remote, author="mallory")
+    github.review(number, "capacity-bot", "APPROVED")
+    merge = merged(github, seeded_remote, number, login="capacity-bot")
+    assert reviews_gate(github).check(merge, seeded_remote).approved  # unknown to the gate: counted
+    verdict = reviews_gate(github, ignore=("Capacity-Bot",)).check(merge, seeded_remote)
+    assert not verdict.approved and "capacity-bot (listed in approval.ignoreReviewers)" in verdict.reason
+
+
+def test_github_reviews_never_counts_outsiders_or_bots(github: FakeGitHub, seeded_remote: Path) -> None:
+    """On a public repository anyone can approve; an app's `[bot]` account may even have write."""
+    github.public = True
+    github.grant("renovate[bot]", "write")
+    number = opened(github, seeded_remote)
+    github.review(number, "outsider", "APPROVED")
+    github.review(number, "renovate[bot]", "APPROVED")
+    github.grant("triager", "triage")
+    github.review(number, "triager", "APPROVED")
+    merge = merged(github, seeded_remote, number)
+    verdict = reviews_gate(github, min_approvals=2).check(merge, seeded_remote)
+    assert not verdict.approved, verdict
+    assert "has 0 of the 2 approvals" in verdict.reason
+    for why in ("outsider (permission read)", "renovate[bot] (a bot)", "triager (permission read)"):
+        assert why in verdict.reason
+    asked = {r.path.split("/")[-2] for r in github.requests if r.path.endswith("/permission")}
+    assert asked == {"outsider", "triager"}, "a bot is refused before its permission is asked"
+
+
+def test_github_reviews_approves_with_two_maintainers(github: FakeGitHub, seeded_remote: Path) -> None:
+    github.grant("carol", "maintain")
+    github.grant("dave", "admin")
+    number = opened(github, seeded_remote)
+    github.review(number, "carol", "APPROVED")
+    github.review(number, "dave", "APPROVED")
+    merge = merged(github, seeded_remote, number, login="carol")
+    verdict = reviews_gate(github, min_approvals=2).check(merge, seeded_remote)
+    assert verdict.approved and verdict.by == "carol, dave", verdict
+
+
+def test_github_reviews_a_later_request_for_changes_or_a_dismissal_withdraws_an_approval(
+    github: FakeGitHub, seeded_remote: Path
+) -> None:
+    number = opened(github, seeded_remote)
+    github.review(number, "alice", "APPROVED")
+    github.review(number, "alice", "CHANGES_REQUESTED")
+    approval = github.review(number, "bob", "APPROVED")
+    merge = merged(github, seeded_remote, number)
+    verdict = reviews_gate(github).check(merge, seeded_remote)
+    assert not verdict.approved and "changes requested by alice" in verdict.reason
+
+    github.review(number, "alice", "COMMENTED")  # still her latest deciding word: changes requested
+    assert not reviews_gate(github).check(merge, seeded_remote).approved
+    github.dismiss(number, github.pull(number).reviews[1]["id"])  # her request is dismissed
+    assert reviews_gate(github).check(merge, seeded_remote).by == "bob"
+    github.dismiss(number, approval["id"])
+    verdict = reviews_gate(github).check(merge, seeded_remote)
+    assert not verdict.approved and "has 0 of the 1 approvals" in verdict.reason
+
+
+def test_github_reviews_fails_closed_when_github_cannot_say_who_may_write(
+    github: FakeGitHub, seeded_remote: Path
+) -> None:
+    number = opened(github, seeded_remote)
+    github.review(number, "alice", "APPROVED")
+    merge = merged(github, seeded_remote, number)
+    github.fault = lambda method, path: (502, None) if path.endswith("/permission") else None
+    verdict = reviews_gate(github).check(merge, seeded_remote)
+    assert not verdict.approved, verdict
+    assert "alice (permission unknown: GitHub at" in verdict.reason and "502" in verdict.reason
+    assert sum(r.path.endswith("/permission") for r in github.requests) == 3  # retried twice
+
+
+def test_github_reviews_refuses_a_merge_that_adds_more_than_the_approved_head(
+    github: FakeGitHub, seeded_remote: Path
+) -> None:
+    """A merge commit pushed with plain git marks the pull request merged (merge_commit_sha names it)
+    whatever its own tree holds: it may add only the removals the approved head proposes."""
+    number = opened(github, seeded_remote)
+    github.review(number, "alice", "APPROVED")
+    merge = merged(github, seeded_remote, number, login=BOT_LOGIN, manifest=WITH_EXTRA)
+    verdict = reviews_gate(github).check(merge, seeded_remote)
+    assert not verdict.approved, verdict
+    assert f"asg-a/{EVIL}" in verdict.reason and f"asg-a/{ABC}" not in verdict.reason
+    assert f"#{number}" in verdict.reason
+
+
+def test_github_reviews_refuses_a_merge_bringing_back_a_removal_withdrawn_on_main(
+    github: FakeGitHub, seeded_remote: Path
+) -> None:
+    """The head lists a removal its base had, withdrawn on main since: a clean merge drops it, so a
+    merge that keeps it adds something the pull request never proposed."""
+    listed = SEED_MANIFEST.replace("    removeInstances: []\n", f"    removeInstances: [{OLD}]\n", 1)
+    ALICE.commit(seeded_remote, "main", {MANIFEST_PATH: listed}, f"remove {OLD}")
+    both = listed.replace(f"[{OLD}]", f"[{OLD}, {ABC}]")
+    number = opened(github, seeded_remote, manifest=both)
+    github.review(number, "alice", "APPROVED")
+    ALICE.commit(seeded_remote, "main", {MANIFEST_PATH: SEED_MANIFEST}, f"keep {OLD} after all")
+    verdict = reviews_gate(github).check(merged(github, seeded_remote, number, manifest=both), seeded_remote)
+    assert not verdict.approved and f"asg-a/{OLD}" in verdict.reason, verdict
+
+
+def test_github_reviews_reads_a_squashed_pull_requests_head_from_its_pull_ref(
+    github: FakeGitHub, seeded_remote: Path, tmp_path: Path
+) -> None:
+    """A squash merge's head is on no branch once the branch is deleted, and apply's clone may never
+    have fetched it: the gate fetches `refs/pull/N/head`, which GitHub keeps."""
+    number = opened(github, seeded_remote)
+    github.review(number, "alice", "APPROVED")
+    head, main = github.pull(number).head_sha, git("rev-parse", "main", cwd=seeded_remote).strip()
+    git("update-ref", f"refs/pull/{number}/head", head, cwd=seeded_remote)
+    git("update-ref", "-d", f"refs/heads/{PROPOSAL}", cwd=seeded_remote)
+    forge_config = ForgeConfig("github", REPO, ENV, github.url)
+    config = Config(
+        cluster=CLUSTER, forge=forge_config, approval=ApprovalConfig("github-reviews"), git=GitConfig(url="x")
+    )
+    for manifest, approved in ((REVIEWED, True), (WITH_EXTRA, False)):
+        squash = BOB.commit(
+            seeded_remote, "main", {MANIFEST_PATH: manifest}, f"scale down (#{number})", parents=[main]
+        )
+        github.merge(number, "bob", sha=squash)
+        copy = WorkingCopy(
+            f"file://{seeded_remote}", tmp_path / f"work-{approved}", Identity(BOT.name, BOT.email)
+        )
+        copy.sync()
+        assert copy.read_file(MANIFEST_PATH, head) is None, "the clone has never seen the head"
+        forge = GitHubForge(forge_config, {ENV: TOKEN}, timeout=5, backoff=0)
+        gate = GateAt(config, copy, parse_manifest(manifest, "main"), forge=forge)
+        verdict = gate.approves(squash)
+        assert verdict[0] is approved, verdict
+        assert copy.read_file(MANIFEST_PATH, head) == REVIEWED
+    assert f"asg-a/{EVIL}" in verdict[1]
 
 
 # ------------------------------------------------------------------------------------ approve

@@ -12,7 +12,7 @@ from reconciler.config import ForgeConfig
 from reconciler.errors import OperationError, UserError
 from reconciler.gitops.forge import CLOSED, OPEN, make_forge, open_or_update
 from reconciler.gitops.forge.github import GitHubForge
-from tests.fakes.github_api import DROP, FakeGitHub, FaultResult
+from tests.fakes.github_api import BOT, DROP, FakeGitHub, FaultResult
 
 TOKEN = "ghp_s3cret-value-never-printed"
 ENV = "CAPACITY_TOKEN"
@@ -120,6 +120,9 @@ def test_find_open_ignores_other_branches_and_closed_pulls(github: FakeGitHub) -
 
 def test_reviews_count_latest_per_user_on_the_current_head(github: FakeGitHub) -> None:
     forge = forge_for(github)
+    for login in ("alice", "bob", "carol", "dave", "erin", "frank"):
+        github.grant(login, "write")
+    github.grant("grace", "read")
     old_sha = github.push(HEAD)
     pr = forge.open(title="t", body="b", head=HEAD, base="main")
     github.review(1, "bob", "APPROVED")  # on the old head: stale after the push below
@@ -149,6 +152,48 @@ def test_reviews_count_latest_per_user_on_the_current_head(github: FakeGitHub) -
     assert reviews.approved_by == ("alice", "carol", "dave", "erin")
     assert reviews.approved(4) and not reviews.approved(5)
     assert forge.reviews(pr, old_sha).approved_by == ("bob",)  # carol's old approval was replaced
+
+
+def test_reviews_count_people_who_may_write_and_ask_each_approvers_permission_once(
+    github: FakeGitHub,
+) -> None:
+    """What GitHub lists per review (user.type, author_association) and the permission endpoint
+    decide; the pull request's author and the token's own account never count."""
+    forge = forge_for(github)
+    github.public = True  # anyone may review a public repository's pull requests
+    github.grant("alice", "maintain")
+    github.grant("mallory", "triage")
+    number = github.open_pull(HEAD, author="mallory")
+    head = github.pull(number).head_sha
+    for login in ("alice", "alice", "outsider", "dependabot[bot]", BOT):
+        github.review(number, login, "APPROVED")
+    with pytest.raises(ValueError, match="Can not approve your own pull request"):
+        github.review(number, "mallory", "APPROVED")
+    listed = github.pull(number).reviews
+    assert [r["user"]["type"] for r in listed[2:4]] == ["User", "Bot"]
+    assert [r["author_association"] for r in listed[:3]] == ["COLLABORATOR", "COLLABORATOR", "NONE"]
+
+    pr = forge.find_open(HEAD)
+    assert pr is not None and pr.author == "mallory"
+    reviews = forge.reviews(pr, head)
+    assert reviews.approved_by == ("alice",)
+    assert reviews.not_counted == (
+        f"{BOT} (the token's own account)",
+        "dependabot[bot] (a bot)",
+        "outsider (permission read)",
+    )
+    asked = [r.path for r in github.requests if r.path.endswith("/permission")]
+    assert asked == [
+        f"/repos/{REPO}/collaborators/alice/permission",
+        f"/repos/{REPO}/collaborators/outsider/permission",
+    ]
+    assert [r.path for r in github.requests].count("/user") == 1
+
+    github.public = False
+    github.pull(number).reviews.append({**listed[2], "user": {"login": "gone-account", "type": "User"}})
+    reviews = forge.reviews(pr, head)
+    assert "gone-account (permission none)" in reviews.not_counted  # 404: not a user
+    assert "outsider (permission none)" in reviews.not_counted  # no access to a private repository
 
 
 def test_merged_and_who_merged_it(github: FakeGitHub) -> None:
@@ -261,6 +306,7 @@ def test_github_enterprise_base_url_with_path_prefix() -> None:
         forge = make_forge(ForgeConfig("github", REPO, ENV, ghe.url + "/"), environ={ENV: TOKEN})
         assert isinstance(forge, GitHubForge)
         pr = open_or_update(forge, title="t", body="b", head=HEAD, base="main")
+        ghe.grant("alice", "admin")
         ghe.review(pr.number, "alice", "APPROVED")
         assert forge.reviews(pr, ghe.pull(pr.number).head_sha).approved(1)
         forge.close(pr, "no longer needed")

@@ -3,19 +3,20 @@ forge, protected-branch, and the allowed-signers file checks (docs/approval.md).
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
 
-from reconciler.apply.approval import FACTORIES, make_gate
+from reconciler.apply.approval import FACTORIES, Verdict, make_gate
 from reconciler.apply.approval.github_reviews import GitHubReviewsGate
 from reconciler.apply.approval.protected_branch import ProtectedBranchGate
 from reconciler.apply.approval.signed import SignedGate, load_allowed_signers, signature_kind
 from reconciler.config import ApprovalConfig, Config, ForgeConfig, GitConfig
 from reconciler.errors import UserError
 from reconciler.gitops.approve import _without_https_credentials
-from reconciler.gitops.forge import CLOSED, PullRequest, Review, Reviews, summarize_reviews
+from reconciler.gitops.forge import CLOSED, PullRequest, Review, Reviews, count_reviews
 from reconciler.gitops.forge.none import NoForge
 
 MERGE, HEAD, OLD_HEAD, OTHER = "m" * 40, "h" * 40, "o" * 40, "x" * 40
@@ -41,15 +42,20 @@ class MemoryForge:
             return None
         return PullRequest(
             7, "https://github.example/org/capacity/pull/7", CLOSED, "proposal", "main",
-            head_sha=self.head_sha, merged=True, merged_by="alice", merge_commit_sha=sha,
+            head_sha=self.head_sha, merged=True, merged_by="alice", merge_commit_sha=sha, author="bot",
         )  # fmt: skip
 
-    def reviews(self, pr: PullRequest, head_sha: str) -> Reviews:
-        return summarize_reviews(self.reviews_given, head_sha)
+    def reviews(self, pr: PullRequest, head_sha: str, *, ignore: Collection[str] = ()) -> Reviews:
+        never = {**{login: "ignored" for login in ignore}, pr.author: "the pull request's author"}
+        return count_reviews(self.reviews_given, head_sha, permission=lambda login: "write", never=never)
+
+
+def merged_as_reviewed(repo_path: Path, merge: str, pr: PullRequest) -> str | None:
+    return None  # the merge adds what the head proposes (tests/integration checks it with git)
 
 
 def reviews_gate(reviews: list[Review], min_approvals: int = 1) -> GitHubReviewsGate:
-    return GitHubReviewsGate(MemoryForge(reviews), min_approvals)  # type: ignore[arg-type]
+    return GitHubReviewsGate(MemoryForge(reviews), merged_as_reviewed, min_approvals)  # type: ignore[arg-type]
 
 
 def config(mode: str, **approval: object) -> Config:
@@ -66,7 +72,7 @@ def config(mode: str, **approval: object) -> Config:
 
 def test_an_approval_of_the_merged_head_approves_the_merge_commit() -> None:
     forge = MemoryForge([Review("alice", "APPROVED", HEAD)])
-    verdict = GitHubReviewsGate(forge, 1).check(MERGE, NOWHERE)  # type: ignore[arg-type]
+    verdict = GitHubReviewsGate(forge, merged_as_reviewed, 1).check(MERGE, NOWHERE)  # type: ignore[arg-type]
     assert verdict.approved and verdict.by == "alice"
     assert "#7" in verdict.reason and forge.asked == [MERGE]
 
@@ -81,6 +87,29 @@ def test_an_approval_of_an_older_head_does_not_count() -> None:
     verdict = reviews_gate([Review("alice", "APPROVED", OLD_HEAD)]).check(MERGE, NOWHERE)
     assert not verdict.approved
     assert "has 0 of the 1 approvals of its head hhhhhhhhhhhh" in verdict.reason
+    assert "not counted: alice (approved an older head oooooooooooo)" in verdict.reason
+
+
+def test_the_authors_and_ignored_approvals_do_not_count() -> None:
+    reviews = [Review("bot", "APPROVED", HEAD), Review("capacity-bot", "APPROVED", HEAD)]
+    gate = GitHubReviewsGate(MemoryForge(reviews), merged_as_reviewed, 1, ("capacity-bot",))  # type: ignore[arg-type]
+    verdict = gate.check(MERGE, NOWHERE)
+    assert not verdict.approved
+    assert "not counted: bot (the pull request's author); capacity-bot (ignored)" in verdict.reason
+
+
+def test_a_merge_that_brings_more_than_was_approved_is_refused() -> None:
+    def more(repo_path: Path, merge: str, pr: PullRequest) -> str | None:
+        return f"{merge[:12]} adds removals its approved head {pr.head_sha[:12]} does not propose: asg-a/i-0x"
+
+    forge = MemoryForge([Review("alice", "APPROVED", HEAD)])
+    verdict = GitHubReviewsGate(forge, more, 1).check(MERGE, NOWHERE)  # type: ignore[arg-type]
+    assert verdict == Verdict(
+        False,
+        "",
+        "pull request #7 (merged as mmmmmmmmmmmm): mmmmmmmmmmmm adds removals its approved head "
+        "hhhhhhhhhhhh does not propose: asg-a/i-0x",
+    )
 
 
 def test_the_latest_deciding_review_per_user_counts() -> None:

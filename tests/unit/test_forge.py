@@ -5,8 +5,16 @@ from __future__ import annotations
 import pytest
 
 from reconciler.config import ForgeConfig
-from reconciler.errors import UserError
-from reconciler.gitops.forge import CLOSED, UNOPENED, Review, make_forge, open_or_update, summarize_reviews
+from reconciler.errors import OperationError, UserError
+from reconciler.gitops.forge import (
+    CLOSED,
+    UNOPENED,
+    Review,
+    Reviews,
+    count_reviews,
+    make_forge,
+    open_or_update,
+)
 from reconciler.gitops.forge.github import GitHubForge
 from reconciler.gitops.forge.none import NoForge, compare_url, repo_web_url
 
@@ -14,8 +22,17 @@ HEAD = "asg-reconciler/prod-eks/scale-down"
 SHA, OLD = "a" * 40, "b" * 40
 
 
+def writers(login: str) -> str:
+    """Everyone may write, except those named after what they may do."""
+    return {"reader": "read", "triager": "read", "nobody": "none"}.get(login, "write")
+
+
+def count(reviews: list[Review], head: str = SHA, **never: str) -> Reviews:
+    return count_reviews(reviews, head, permission=writers, never=never)
+
+
 def test_reviews_latest_deciding_review_per_user_wins() -> None:
-    reviews = summarize_reviews(
+    reviews = count(
         [
             Review("alice", "APPROVED", SHA),
             Review("Bob", "APPROVED", SHA),
@@ -27,22 +44,76 @@ def test_reviews_latest_deciding_review_per_user_wins() -> None:
             Review("erin", "DISMISSED", SHA),
             Review("frank", "PENDING", SHA),  # a draft is not submitted
             Review("", "APPROVED", SHA),  # a deleted account
-        ],
-        SHA,
+        ]
     )
     assert reviews.approved_by == ("alice", "dave")
     assert reviews.changes_requested_by == ("bob",)
-    assert not reviews.approved(1)
+    assert reviews.standing == ("alice", "carol", "dave")  # carol's approval of OLD still stands
+    assert not reviews.approved(1) and reviews.locks
 
 
 def test_changes_requested_on_an_old_head_still_blocks() -> None:
-    reviews = summarize_reviews([Review("a", "APPROVED", SHA), Review("b", "CHANGES_REQUESTED", OLD)], SHA)
+    reviews = count([Review("a", "APPROVED", SHA), Review("b", "CHANGES_REQUESTED", OLD)])
     assert reviews.approved_by == ("a",) and not reviews.approved(1)
 
 
 def test_min_approvals() -> None:
-    reviews = summarize_reviews([Review("a", "APPROVED", SHA), Review("b", "APPROVED", SHA)], SHA)
+    reviews = count([Review("a", "APPROVED", SHA), Review("b", "APPROVED", SHA)])
     assert reviews.approved(2) and not reviews.approved(3)
+
+
+def test_only_people_who_may_write_count_and_never_bots_or_the_excluded() -> None:
+    asked: list[str] = []
+
+    def permission(login: str) -> str:
+        asked.append(login)
+        return writers(login)
+
+    reviews = count_reviews(
+        [
+            Review("reader", "APPROVED", SHA, author_association="CONTRIBUTOR"),
+            Review("triager", "APPROVED", SHA),  # triage reads as read
+            Review("nobody", "APPROVED", SHA, author_association="NONE"),
+            Review("renovate[bot]", "APPROVED", SHA, user_type="Bot"),
+            Review("ci-app", "APPROVED", SHA, user_type="Bot"),  # the type decides, not the name
+            Review("Plan-Bot", "APPROVED", SHA),
+            Review("mallory", "APPROVED", SHA),
+            Review("alice", "APPROVED", SHA),
+        ],
+        SHA,
+        permission=permission,
+        never={"plan-bot": "the token's own account", "MALLORY": "the pull request's author"},
+    )
+    assert reviews.approved_by == ("alice",) and reviews.standing == ("alice",)
+    assert reviews.not_counted == (
+        "ci-app (a bot)",
+        "mallory (the pull request's author)",
+        "nobody (permission none)",
+        "Plan-Bot (the token's own account)",
+        "reader (permission read)",
+        "renovate[bot] (a bot)",
+        "triager (permission read)",
+    )
+    assert sorted(asked) == ["alice", "nobody", "reader", "triager"], "no permission asked for the rest"
+
+
+def test_a_permission_the_forge_cannot_tell_counts_as_no_but_locks() -> None:
+    def failing(login: str) -> str:
+        raise OperationError("GitHub at https://api.github.com failed to read the permission (502: boom)")
+
+    reviews = count_reviews([Review("alice", "APPROVED", OLD)], SHA, permission=failing, never={})
+    assert reviews.approved_by == () and reviews.standing == () and reviews.unsure == ("alice",)
+    assert reviews.not_counted == (
+        "alice (permission unknown: GitHub at https://api.github.com failed to "
+        "read the permission (502: boom))",
+    )
+    assert reviews.locks, "an approval that may stand keeps a proposal from growing"
+
+
+def test_a_withdrawn_or_dismissed_approval_no_longer_stands() -> None:
+    withdrawn = count([Review("alice", "APPROVED", OLD), Review("alice", "CHANGES_REQUESTED", OLD)])
+    dismissed = count([Review("alice", "DISMISSED", OLD)])  # GitHub turns the approval itself DISMISSED
+    assert not withdrawn.locks and not dismissed.locks
 
 
 @pytest.mark.parametrize(

@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from reconciler.apply.approval import github_reviews, protected_branch, signed
-from reconciler.apply.approval.base import ApprovalGate, Verdict
+from reconciler.apply.approval.base import ApprovalGate, FetchRef, Verdict
 from reconciler.config import Config
 from reconciler.errors import UserError
 from reconciler.gitops.forge.base import Forge
 
-Factory = Callable[[Config, Forge | None, Mapping[str, str] | None], ApprovalGate]
+Factory = Callable[[Config, Forge | None, Mapping[str, str] | None, FetchRef | None], ApprovalGate]
 
 FACTORIES: dict[str, Factory] = {
     signed.NAME: signed.create,
@@ -25,18 +25,23 @@ FACTORIES: dict[str, Factory] = {
 
 
 def make_gate(
-    config: Config, *, forge: Forge | None = None, environ: Mapping[str, str] | None = None
+    config: Config,
+    *,
+    forge: Forge | None = None,
+    environ: Mapping[str, str] | None = None,
+    fetch: FetchRef | None = None,
 ) -> ApprovalGate:
     """The gate `approval.mode` names, checked as far as it can be before the first commit.
 
     `forge` is used by `github-reviews` (default: made from `config.forge`, with its token from
-    `environ`); the other modes ignore it. UserError for a configuration the gate cannot work with.
+    `environ`), and `fetch` lets it bring a squashed pull request's head into the repository it
+    reads; the other modes ignore both. UserError for a configuration the gate cannot work with.
     """
     factory = FACTORIES.get(config.approval.mode)
     if factory is None:
         known = ", ".join(sorted(FACTORIES))
         raise UserError(f"approval.mode: unknown mode {config.approval.mode!r} (use one of: {known})")
-    return factory(config, forge, environ)
+    return factory(config, forge, environ, fetch)
 
 
-__all__ = ["FACTORIES", "ApprovalGate", "Verdict", "make_gate"]
+__all__ = ["FACTORIES", "ApprovalGate", "FetchRef", "Verdict", "make_gate"]

@@ -12,9 +12,14 @@ file, github-reviews without a forge) and `OperationError` when git or the forge
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
+
+FetchRef = Callable[[str], None]
+"""Bring one ref of the capacity repository's remote (such as GitHub's `refs/pull/N/head`) into the
+repository a gate reads; raises ReconcilerError when it cannot. Given by whoever owns the clone."""
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from reconciler.apply.approval.base import Verdict, short
+from reconciler.apply.approval.base import FetchRef, Verdict, short
 from reconciler.config import Config
 from reconciler.gitops.forge.base import Forge
 
@@ -36,6 +36,8 @@ class ProtectedBranchGate:
         )
 
 
-def create(config: Config, forge: Forge | None, environ: Mapping[str, str] | None) -> ProtectedBranchGate:
-    del forge, environ
+def create(
+    config: Config, forge: Forge | None, environ: Mapping[str, str] | None, fetch: FetchRef | None = None
+) -> ProtectedBranchGate:
+    del forge, environ, fetch
     return ProtectedBranchGate(config.git.branch)

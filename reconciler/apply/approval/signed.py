@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from reconciler.apply.approval.base import Verdict, short
+from reconciler.apply.approval.base import FetchRef, Verdict, short
 from reconciler.config import Config
 from reconciler.errors import OperationError, UserError
 from reconciler.gitops.forge.base import Forge
@@ -232,9 +232,11 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else ""
 
 
-def create(config: Config, forge: Forge | None, environ: Mapping[str, str] | None) -> SignedGate:
+def create(
+    config: Config, forge: Forge | None, environ: Mapping[str, str] | None, fetch: FetchRef | None = None
+) -> SignedGate:
     """The gate, having checked the allowed-signers file once (a bad path fails at start-up)."""
-    del forge  # signed approvals need no forge
+    del forge, fetch  # signed approvals need no forge, and the signed commit is on the branch
     path = Path(config.approval.allowed_signers).expanduser().absolute()
     load_allowed_signers(path)
     return SignedGate(path) if environ is None else SignedGate(path, environ)

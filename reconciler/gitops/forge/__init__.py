@@ -14,14 +14,16 @@ from reconciler.errors import UserError
 from reconciler.gitops.forge import github, none
 from reconciler.gitops.forge.base import (
     CLOSED,
+    COUNTED_PERMISSIONS,
     OPEN,
     UNOPENED,
     Forge,
     PullRequest,
     Review,
     Reviews,
+    count_reviews,
+    latest_decisions,
     same_text,
-    summarize_reviews,
 )
 
 Factory = Callable[[ForgeConfig, str, Mapping[str, str] | None], Forge]
@@ -52,6 +54,7 @@ def open_or_update(forge: Forge, *, title: str, body: str, head: str, base: str)
 
 __all__ = [
     "CLOSED",
+    "COUNTED_PERMISSIONS",
     "FACTORIES",
     "OPEN",
     "UNOPENED",
@@ -59,8 +62,9 @@ __all__ = [
     "PullRequest",
     "Review",
     "Reviews",
+    "count_reviews",
+    "latest_decisions",
     "make_forge",
     "open_or_update",
     "same_text",
-    "summarize_reviews",
 ]

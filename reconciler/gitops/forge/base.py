@@ -9,9 +9,11 @@ nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Protocol
+
+from reconciler.errors import ReconcilerError
 
 OPEN = "open"
 CLOSED = "closed"
@@ -34,6 +36,7 @@ class PullRequest:
     merged_by: str | None = None  # login of whoever merged it
     merge_commit_sha: str | None = None
     message: str = ""  # one line for the user: what happened and where to look
+    author: str = ""  # login of whoever opened it (the plan bot, for its proposals)
 
     @property
     def opened(self) -> bool:
@@ -51,41 +54,107 @@ class Review:
     state: str  # APPROVED | CHANGES_REQUESTED | COMMENTED | DISMISSED | PENDING
     commit_id: str
     id: int = 0
+    user_type: str = "User"  # GitHub's `user.type`: "Bot" for an app's `name[bot]` account
+    author_association: str = ""  # how they relate to the repository (OWNER, MEMBER, NONE...): shown only
+
+    @property
+    def by_bot(self) -> bool:
+        """An app or a workflow token (`github-actions[bot]`), never a person."""
+        return self.user_type.lower() == "bot" or self.login.lower().endswith("[bot]")
+
+
+# What a reviewer's permission must be for their approval to count: what GitHub's branch protection
+# counts (write access). GitHub reports maintain as write; `maintain` is accepted in case it does not.
+COUNTED_PERMISSIONS = frozenset({"admin", "maintain", "write"})
+
+Permission = Callable[[str], str]
+"""A reviewer's permission on the repository (admin, write, read, none); raises ReconcilerError
+when the forge cannot say."""
 
 
 @dataclass(frozen=True)
 class Reviews:
-    """Who approves `head_sha` now: each user's latest deciding review, approvals on that commit only."""
+    """Who approves `head_sha` now, counting only people who may write (see count_reviews)."""
 
     head_sha: str
-    approved_by: tuple[str, ...]
-    changes_requested_by: tuple[str, ...]
+    approved_by: tuple[str, ...]  # counted reviewers whose latest word approves `head_sha`
+    changes_requested_by: tuple[str, ...]  # anyone whose latest word is "changes requested"
+    standing: tuple[str, ...] = ()  # counted reviewers whose latest word approves, on any commit
+    unsure: tuple[str, ...] = ()  # approvers whose permission the forge could not tell
+    not_counted: tuple[str, ...] = ()  # "login (why)" for every approval that does not count
 
     def approved(self, min_approvals: int) -> bool:
         """Enough approvals of the current head and nobody's latest word is "changes requested"."""
         return len(self.approved_by) >= min_approvals and not self.changes_requested_by
 
+    @property
+    def locks(self) -> bool:
+        """A person's approval may still stand (theirs, or one whose permission is unknown): the
+        proposal may only shrink from here (DESIGN §3 rule 3)."""
+        return bool(self.standing or self.unsure)
+
 
 _DECIDING = frozenset({"APPROVED", "CHANGES_REQUESTED", "DISMISSED"})
 
 
-def summarize_reviews(reviews: Iterable[Review], head_sha: str) -> Reviews:
-    """Apply GitHub's review semantics to a review list, in the safe direction.
-
-    A comment-only review does not change a user's standing, so only APPROVED, CHANGES_REQUESTED
-    and DISMISSED decide, and the latest of those per user wins. An approval counts only if it was
-    given on `head_sha`: a commit pushed after it was never reviewed. A request for changes keeps
-    blocking across pushes (as on GitHub) until that user approves or it is dismissed.
-    """
+def latest_decisions(reviews: Iterable[Review]) -> dict[str, Review]:
+    """Each user's latest deciding review (GitHub's semantics): a comment-only review does not change
+    a user's standing, so only APPROVED, CHANGES_REQUESTED and DISMISSED decide, and the latest of
+    those wins (a request for changes after an approval withdraws it, a dismissal cancels either)."""
     latest: dict[str, Review] = {}
     for review in reviews:
         if review.state.upper() in _DECIDING and review.login:
             latest[review.login.lower()] = review  # the list is chronological: later ones win
-    approved = sorted(
-        r.login for r in latest.values() if r.state.upper() == "APPROVED" and r.commit_id == head_sha
+    return latest
+
+
+def count_reviews(
+    reviews: Iterable[Review], head_sha: str, *, permission: Permission, never: Mapping[str, str]
+) -> Reviews:
+    """Apply GitHub's review semantics to a review list, in the safe direction.
+
+    Per user only the latest deciding review counts. An approval counts only when it is a person's
+    (not a bot's), the person is not in `never` (login -> why: the pull request's author, the
+    token's own account, approval.ignoreReviewers) and may write to the repository (`permission`
+    asked once per approver; a failure counts as "not counted", never as yes), and only if it was
+    given on `head_sha`: a commit pushed after it was never reviewed. Such an approval of an older
+    commit still *stands* (it locks a proposal). A request for changes keeps blocking across pushes
+    (as on GitHub) until that user approves or it is dismissed.
+    """
+    latest = latest_decisions(reviews)
+    excluded = {login.lower(): why for login, why in never.items() if login}
+    approved: list[str] = []
+    standing: list[str] = []
+    unsure: list[str] = []
+    skipped: list[str] = []
+    for review in sorted(latest.values(), key=lambda r: r.login.lower()):
+        if review.state.upper() != "APPROVED":
+            continue
+        login = review.login
+        if review.by_bot:
+            skipped.append(f"{login} (a bot)")
+            continue
+        if login.lower() in excluded:
+            skipped.append(f"{login} ({excluded[login.lower()]})")
+            continue
+        try:
+            level = permission(login).lower()
+        except ReconcilerError as exc:
+            unsure.append(login)
+            skipped.append(f"{login} (permission unknown: {exc})")
+            continue
+        if level not in COUNTED_PERMISSIONS:
+            skipped.append(f"{login} (permission {level or 'none'})")
+            continue
+        standing.append(login)
+        if review.commit_id == head_sha:
+            approved.append(login)
+        else:
+            skipped.append(f"{login} (approved an older head {review.commit_id[:12]})")
+    blocking = sorted(
+        (r.login for r in latest.values() if r.state.upper() == "CHANGES_REQUESTED"), key=str.lower
     )
-    blocking = sorted(r.login for r in latest.values() if r.state.upper() == "CHANGES_REQUESTED")
-    return Reviews(head_sha, tuple(approved), tuple(blocking))
+    return Reviews(head_sha, tuple(approved), tuple(blocking), tuple(standing), tuple(unsure), tuple(skipped))
 
 
 def same_text(a: str, b: str) -> bool:
@@ -136,8 +205,10 @@ class Forge(Protocol):
         a second one. `body` must start with `marker`. Returns one line saying what was done."""
         ...
 
-    def reviews(self, pr: PullRequest, head_sha: str) -> Reviews:
-        """Approvals of `head_sha` (the commit the gate is about to trust); see summarize_reviews."""
+    def reviews(self, pr: PullRequest, head_sha: str, *, ignore: Collection[str] = ()) -> Reviews:
+        """Approvals of `head_sha` (the commit the gate is about to trust) by people who may write,
+        never by a bot, the pull request's author, the token's own account or a login in `ignore`;
+        see count_reviews."""
         ...
 
     def pull_for_commit(self, sha: str) -> PullRequest | None:

@@ -8,8 +8,10 @@ Endpoints (and nothing else; tests/fakes/github_api.py serves exactly these):
 `GET /repos/{repo}` (only to explain a 404), `GET|POST /repos/{repo}/pulls`,
 `GET|PATCH /repos/{repo}/pulls/{n}`, `GET /repos/{repo}/pulls/{n}/reviews`,
 `POST /repos/{repo}/issues/{n}/comments`, for `check --comment` `GET /repos/{repo}/issues/{n}/comments`
-and `PATCH /repos/{repo}/issues/comments/{id}`, and for the `github-reviews` approval gate
-`GET /repos/{repo}/commits/{sha}/pulls`.
+and `PATCH /repos/{repo}/issues/comments/{id}`, for the `github-reviews` approval gate
+`GET /repos/{repo}/commits/{sha}/pulls`, and to count an approval
+`GET /repos/{repo}/collaborators/{user}/permission` (only people who may write count, as in branch
+protection) and `GET /user` (the token's own account never counts).
 
 The token is read from the environment variable `forge.tokenEnv` at request time, sent only to
 `forge.baseUrl` (redirects are not followed, so it never travels elsewhere), and never appears in
@@ -25,7 +27,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from email.message import Message
 from typing import Any
@@ -38,8 +40,9 @@ from reconciler.gitops.forge.base import (
     PullRequest,
     Review,
     Reviews,
+    count_reviews,
+    latest_decisions,
     same_text,
-    summarize_reviews,
 )
 
 NAME = "github"
@@ -201,7 +204,7 @@ class GitHubForge:
         self.comment(closed, reason)
         return replace(closed, message=f"closed pull request #{closed.number}: {closed.url}")
 
-    def reviews(self, pr: PullRequest, head_sha: str) -> Reviews:
+    def reviews(self, pr: PullRequest, head_sha: str, *, ignore: Collection[str] = ()) -> Reviews:
         items = self._get_all(
             f"{self._repo_path}/pulls/{pr.number}/reviews",
             {"per_page": str(PAGE_SIZE)},
@@ -213,10 +216,51 @@ class GitHubForge:
                 state=str(item.get("state") or ""),
                 commit_id=str(item.get("commit_id") or ""),
                 id=int(item.get("id") or 0),
+                user_type=str(_get(item, "user", "type") or "User"),
+                author_association=str(item.get("author_association") or ""),
             )
             for item in items
         ]
-        return summarize_reviews(reviews, head_sha)
+        never = {login: "listed in approval.ignoreReviewers" for login in ignore}
+        if any(r.state.upper() == "APPROVED" for r in latest_decisions(reviews).values()):
+            own = self._token_login()  # asked only when someone's approval is to be judged
+            if own:
+                never[own] = "the token's own account"
+        if pr.author:
+            never[pr.author] = "the pull request's author"
+        return count_reviews(reviews, head_sha, permission=self._permission, never=never)
+
+    def _permission(self, login: str) -> str:
+        """`login`'s base role on the repository (admin, write, read, none; GitHub reports maintain
+        as write), from `GET .../collaborators/{login}/permission` (Metadata: read). A login GitHub
+        does not know (404) may do nothing."""
+        response = self._call(
+            "GET",
+            f"{self._repo_path}/collaborators/{urllib.parse.quote(login, safe='')}/permission",
+            what=f"read the permission of {login} on {self.config.repo}",
+            accept=frozenset({404}),
+        )
+        if response.status == 404:
+            return "none"
+        level = _get(response.data, "permission")
+        if not isinstance(level, str) or not level:
+            raise OperationError(
+                f"GitHub at {self._shown_base} answered the permission of {login} without one"
+            )
+        return level
+
+    def _token_login(self) -> str:
+        """Who this token reviews as, so its approvals never count; "" when GitHub does not say
+        (`GET /user` is refused to an app's installation token, whose reviews are a bot's and never
+        count anyway). Any other failure raises: an identity we could not learn must not count."""
+        response = self._call("GET", "/user", what="read the token's own user", accept=frozenset({403, 404}))
+        if response.status == 403 and response.headers.get("X-RateLimit-Remaining") == "0":
+            raise OperationError(
+                f"GitHub at {self._shown_base} rate limit reached while trying to read the token's own user"
+            )
+        if response.status != 200:
+            return ""
+        return str(_get(response.data, "login") or "")
 
     def pull_for_commit(self, sha: str) -> PullRequest | None:
         # GitHub lists the pull requests associated with a commit: on the default branch the ones
@@ -286,14 +330,22 @@ class GitHubForge:
         return f"{url}?{urllib.parse.urlencode(query)}" if query else url
 
     def _call(
-        self, method: str, path: str, payload: Any = None, *, what: str, unprocessable: bool = False
+        self,
+        method: str,
+        path: str,
+        payload: Any = None,
+        *,
+        what: str,
+        unprocessable: bool = False,
+        accept: frozenset[int] = frozenset(),
     ) -> _Response:
         """One request with retries for idempotent reads; every failure becomes a one-line error
-        (a 422 stays `_Unprocessable` when the caller asked to look at it)."""
+        (a 422 stays `_Unprocessable` when the caller asked to look at it, and a status in `accept`
+        is returned as an answer for the caller to read)."""
         attempt = 0
         while True:
             try:
-                return self._send(method, self._url(path), payload, what)
+                return self._send(method, self._url(path), payload, what, accept)
             except _Unprocessable as exc:
                 if unprocessable:
                     raise
@@ -304,7 +356,9 @@ class GitHubForge:
                 time.sleep(self.backoff * 2**attempt)
                 attempt += 1
 
-    def _send(self, method: str, url: str, payload: Any, what: str) -> _Response:
+    def _send(
+        self, method: str, url: str, payload: Any, what: str, accept: frozenset[int] = frozenset()
+    ) -> _Response:
         data = None if payload is None else json.dumps(payload).encode()
         request = urllib.request.Request(url, data=data, method=method)
         request.add_header("Accept", "application/vnd.github+json")
@@ -320,6 +374,8 @@ class GitHubForge:
         except urllib.error.HTTPError as exc:
             with exc:
                 raw = exc.read()
+            if exc.code in accept:
+                return _Response(exc.code, None, exc.headers)
             raise self._http_error(exc.code, raw, exc.headers, what) from None
         except (OSError, http.client.HTTPException) as exc:
             reason = (
@@ -436,6 +492,7 @@ def _pull(data: Any) -> PullRequest:
         merged=merged,
         merged_by=_get(data, "merged_by", "login"),
         merge_commit_sha=data.get("merge_commit_sha") if merged else None,
+        author=str(_get(data, "user", "login") or ""),
     )
 
 

@@ -9,7 +9,7 @@ than the plain message.
 from __future__ import annotations
 
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 
 from reconciler.config import ForgeConfig
@@ -66,7 +66,7 @@ class NoForge:
     def close(self, pr: PullRequest, reason: str) -> PullRequest:
         return replace(pr, state=CLOSED, message=f"no pull request to close for {pr.head}: {reason}")
 
-    def reviews(self, pr: PullRequest, head_sha: str) -> Reviews:
+    def reviews(self, pr: PullRequest, head_sha: str, *, ignore: Collection[str] = ()) -> Reviews:
         raise UserError(
             "approval.mode: github-reviews needs forge.type github (forge.type is none); "
             "use approval.mode signed, which needs no forge"

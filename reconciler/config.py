@@ -125,7 +125,10 @@ class RunConfig:
     apply_poll_interval: timedelta = timedelta(seconds=5)
     metrics_address: str = ":8085"  # "": no metrics or health server
     namespace: str = ""  # "": the pod's own namespace, else kube-system
-    debounce: timedelta = timedelta(seconds=1)  # a new unschedulable pod waits this long for others
+    # new unschedulable pods are planned in batches (runtime/pod_batches.py, Karpenter's batcher):
+    debounce: timedelta = timedelta(seconds=1)  # a batch closes after this long without a new pod
+    batch_max_duration: timedelta = timedelta(seconds=10)  # ... or once it has been open this long
+    batch_min_interval: timedelta = timedelta(seconds=5)  # between two pod-triggered cycles
     max_backoff: timedelta = timedelta(minutes=5)  # failed cycles back off exponentially up to this
     lease_duration: timedelta = timedelta(seconds=15)  # leader election, client-go's defaults
     renew_deadline: timedelta = timedelta(seconds=10)
@@ -219,9 +222,10 @@ def _range(value: str) -> tuple[int, int]:
     return int(low), int(high)
 
 
-def _check_leader_timing(run: dict[str, Any], label: str) -> None:
+def _check_run_timing(run: dict[str, Any], label: str) -> None:
     """client-go's own rule: a leader must give up (renewDeadline) before its Lease can be taken
-    (leaseDuration), and retry several times within the deadline."""
+    (leaseDuration), and retry several times within the deadline. Intervals above 0; a batch of
+    pending pods may stay open at least as long as the idle period that closes it."""
     lease, renew, retry = (_duration(run[k]) for k in ("leaseDuration", "renewDeadline", "retryPeriod"))
     if not lease > renew > retry * 1.2 > timedelta(0):
         raise UserError(
@@ -232,6 +236,12 @@ def _check_leader_timing(run: dict[str, Any], label: str) -> None:
     for key in ("interval", "applyPollInterval"):
         if _duration(run[key]) <= timedelta(0):
             raise UserError(f"{label}: run.{key}: must be above 0 (e.g. 30s)")
+    if _duration(run["batchMaxDuration"]) < _duration(run["debounce"]):
+        raise UserError(
+            f"{label}: run.batchMaxDuration: must be at least run.debounce, the idle period that "
+            f"closes a batch (got {run['batchMaxDuration']} and {run['debounce']}; Karpenter's defaults "
+            "are 10s and 1s)"
+        )
 
 
 def _where(label: str, document: Any, path: tuple[str | int, ...]) -> str:
@@ -314,7 +324,7 @@ def _build(data: dict[str, Any], label: str, document: Any = None) -> Config:
             raise UserError(
                 f"{label}: nodeGroups.explicit: {spec!r} has min {low} above max {high} (use min:max:name)"
             )
-    _check_leader_timing(data["run"], label)
+    _check_run_timing(data["run"], label)
     nt = data["nodeTemplates"]
     git = data["git"]
     forge, approval, apply, run, kube = (
@@ -410,6 +420,8 @@ def _build(data: dict[str, Any], label: str, document: Any = None) -> Config:
             metrics_address=run["metricsAddress"],
             namespace=run["namespace"],
             debounce=_duration(run["debounce"]),
+            batch_max_duration=_duration(run["batchMaxDuration"]),
+            batch_min_interval=_duration(run["batchMinInterval"]),
             max_backoff=_duration(run["maxBackoff"]),
             lease_duration=_duration(run["leaseDuration"]),
             renew_deadline=_duration(run["renewDeadline"]),

@@ -90,7 +90,8 @@ class _Failed(Exception):
 
 class UnschedulableWatch:
     """Calls `on_unschedulable("<namespace>/<name>")` from its daemon thread as pods become
-    unschedulable. The caller debounces: a burst of pending pods is a burst of calls."""
+    unschedulable. The caller batches them (runtime/pod_batches.py): a burst of pending pods is a
+    burst of calls."""
 
     def __init__(
         self,

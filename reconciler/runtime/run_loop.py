@@ -3,8 +3,8 @@
 Each stage is a thread behind its own leader election (the Lease `asg-reconciler-<stage>-leader-
 <cluster>` in `run.namespace`), and each cycle is exactly `plan_once` or `apply_once`: this module
 only decides when, and tells people what happened (metrics, health, events, the status ConfigMap,
-logs). The plan stage cycles every `run.interval` and, debounced, as soon as a pod becomes
-unschedulable (a watch, not a poll); the apply stage every `run.interval` and as soon as
+logs). The plan stage cycles every `run.interval` and, in batches (`pod_batches.py`), soon after
+pods become unschedulable (a watch, not a poll); the apply stage every `run.interval` and as soon as
 `git ls-remote` says `git.branch` moved. A failed cycle is logged and counted and the stage backs
 off; only a bad config at start ends the process (exit 2). SIGTERM or Ctrl-C: the current step
 finishes or is abandoned safely, the Leases are released, exit 0 (a second Ctrl-C: exit 130 at once).
@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from reconciler.aws.reader import AwsReader
@@ -38,6 +38,7 @@ from reconciler.kube.status_configmap import StatusConfigMap
 from reconciler.kube.watch import UnschedulableWatch
 from reconciler.runtime.apply_stage import LoopHooks, apply_once
 from reconciler.runtime.plan_stage import PlanRun, default_work_dir, plan_once
+from reconciler.runtime.pod_batches import Batch, PodBatcher
 from reconciler.runtime.shutdown import Shutdown
 from reconciler.telemetry.events import EventSpec, apply_events, plan_events
 from reconciler.telemetry.metrics import Metrics
@@ -208,13 +209,19 @@ class Stage:
                 self.next_poll = now + poll  # kept across calls: a failing poll never spins
                 if self._main_moved():
                     return True
-            if self.wake.is_set() and self.failures == 0:
-                if self.name == PLAN and config.run.debounce.total_seconds() > 0:
-                    shutdown.sleep(config.run.debounce.total_seconds())  # let a burst of pods arrive
+            batch_wait = _SLICE  # plan: seconds until the batch of new pending pods is due
+            if self.name == PLAN:
+                self.wake.clear()  # the batch says when; a new pod sets the wake again
+                due = self.runner.batch_due()
+                if due is not None and self.failures == 0:
+                    if now >= due:
+                        return True
+                    batch_wait = due - now
+            elif self.wake.is_set() and self.failures == 0:
                 self.wake.clear()
                 return not shutdown.requested
             polling = (self.next_poll - now) if self.name == APPLY else _SLICE
-            wait = max(0.01, min(_SLICE, self.next_due - now, polling))
+            wait = max(0.01, min(_SLICE, self.next_due - now, polling, batch_wait))
             if self.wake.is_set():  # a trigger held back by the backoff: wait without it
                 shutdown.sleep(wait)
             else:
@@ -325,6 +332,13 @@ class Runner:
             plan = self.stages[PLAN]
             self.watch = UnschedulableWatch(self.kube, self._unschedulable, request_timeout=timeout)
             self._plan_wake = plan.wake
+        run = config.run
+        self._batch = PodBatcher(
+            idle=run.debounce.total_seconds(),
+            max_duration=run.batch_max_duration.total_seconds(),
+            min_interval=run.batch_min_interval.total_seconds(),
+        )
+        self._batch_lock = threading.Lock()  # the watch's thread adds, the plan stage's takes
         self._results: dict[str, StageResult] = {}
         self._aws: AwsReader | None = None  # the plan stage's, reused across cycles
         self._last_plan: PlanRun | None = None
@@ -335,9 +349,27 @@ class Runner:
         self._warned: dict[str, frozenset[str]] = {}
 
     def _unschedulable(self, pod: str) -> None:
-        if self.stages[PLAN].elector.is_leader():  # a standby replica only keeps the trigger
-            _log.info("plan: pod %s is unschedulable: planning now", pod)
+        """The watch's report: the pod joins the batch (a standby replica keeps it too: a new leader
+        cycles at once). One line per pod at debug level; the batch is said once, when planned."""
+        _log.debug("plan: pod %s is unschedulable", pod)
+        with self._batch_lock:
+            self._batch.add(pod, time.monotonic())
         self._plan_wake.set()
+
+    def batch_due(self) -> float | None:
+        """time.monotonic() at which the new pending pods are to be planned; None: there are none."""
+        with self._batch_lock:
+            return self._batch.due()
+
+    def _take_batch(self) -> None:
+        """At the start of a plan cycle: the pods reported so far are in the list it is about to make."""
+        with self._batch_lock:
+            now = time.monotonic()
+            batch = self._batch.take(now)
+        if batch is not None:
+            waited = now - batch.opened
+            since = datetime.now(UTC) - timedelta(seconds=waited)
+            _log.info("plan: %s", describe_batch(batch, since, waited))
 
     def _stall_after(self, stage: str) -> float:
         """/healthz: three intervals without progress, plus whatever backoff the stage is in."""
@@ -374,6 +406,7 @@ class Runner:
     # ------------------------------------------------------------------------------------- cycles
 
     def plan_cycle(self, config: Config, now: datetime) -> tuple[str, str, str | None]:
+        self._take_batch()
         run = plan_once(
             config, None, now, dry_run=False, guard=self._still_leading(PLAN), reader=self._aws_reader(config)
         )
@@ -595,6 +628,20 @@ class Runner:
         finally:
             for number, handler in previous.items():
                 signal.signal(number, handler)
+
+
+def describe_batch(batch: Batch, since: datetime, waited: float) -> str:
+    """One line for a batch of new pending pods: how many, since when (the first one, `waited`
+    seconds ago), the first few by name."""
+    noun = "pod" if batch.count == 1 else "pods"
+    names = ", ".join(batch.first)
+    more = batch.count - len(batch.first)
+    if more > 0:
+        names += f" and {more} more"
+    return (
+        f"planning {batch.count} new pending {noun} since {since.strftime('%H:%M:%S')}Z "
+        f"({waited:.1f}s ago): {names}"
+    )
 
 
 def run_forever(path: Path) -> int:

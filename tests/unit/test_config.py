@@ -143,6 +143,27 @@ def test_leader_election_timing_follows_client_go_rules(tmp_path: Path) -> None:
     assert load_config(path).kubernetes.request_timeout.seconds == 30
 
 
+def test_pending_pod_batches_default_to_karpenters_and_stay_open_at_least_the_idle_period(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("cluster: c\n")
+    run = load_config(path).run
+    batches = (run.debounce, run.batch_max_duration, run.batch_min_interval)
+    assert tuple(d.seconds for d in batches) == (1, 10, 5)
+    path.write_text("cluster: c\nrun: {debounce: 2s, batchMaxDuration: 1s}\n")
+    with pytest.raises(UserError) as caught:
+        load_config(path)
+    assert str(caught.value) == (
+        f"{path}: run.batchMaxDuration: must be at least run.debounce, the idle period that closes a "
+        "batch (got 1s and 2s; Karpenter's defaults are 10s and 1s)"
+    )
+    path.write_text("cluster: c\nrun: {debounce: 0s, batchMaxDuration: 0s, batchMinInterval: 0s}\n")
+    assert load_config(path).run.batch_min_interval.total_seconds() == 0  # no batching: allowed
+    message = error_of(tmp_path, "cluster: c\nrun: {batchMinInterval: soon}\n")
+    assert "run.batchMinInterval" in message
+
+
 def test_a_duration_too_long_for_timedelta_is_one_line(tmp_path: Path) -> None:
     """The schema's pattern admits any number of hours; timedelta does not (found by the review)."""
     path = tmp_path / "c.yaml"

@@ -803,8 +803,12 @@ class FakeKubeAPI:
         return self._rv
 
     def reset(self) -> None:
-        """Forget every object, event, fault and counter (resourceVersions keep increasing)."""
+        """Forget every object, event, fault and counter (resourceVersions keep increasing); the
+        controllers are off again."""
         with self._cond:
+            self.disruption = None
+            self.replicasets = None
+            self.eviction_fault = None
             self._stores = {r.kind: _Store(r) for r in RESOURCES}
             self._label_cache.clear()
             self._field_cache.clear()
@@ -817,9 +821,6 @@ class FakeKubeAPI:
         self.fault = None
         self.record_requests = True
         self.pod_termination_seconds = 0.0
-        self.eviction_fault = None
-        self.disruption = None
-        self.replicasets = None
 
     def _cancel_timers(self) -> None:
         for t in self._timers:

@@ -429,8 +429,9 @@ class NodeDrainer:
         )
 
     def _pod_state(self, namespace: str, name: str, uid: str) -> str | None:
-        """After an eviction kept failing: "gone" or "terminating" when the pod left or is leaving
-        all the same, None when it is still there untouched or cannot be read."""
+        """After an eviction failed: "gone" when the pod left, or another pod took its name (our
+        uid precondition's 409); "terminating" when it is leaving all the same; None when it is
+        still there untouched or cannot be read."""
         try:
             response: Any = self._call(
                 functools.partial(self.core.read_namespaced_pod, name, namespace, _preload_content=False)
@@ -536,10 +537,11 @@ def _refused_reason(namespace: str, exc: ApiException) -> str:
 
 
 def _retry_after(exc: ApiException) -> float:
-    """The seconds a Status asks the client to wait (details.retryAfterSeconds), else 0."""
+    """The seconds a Status asks the client to wait (details.retryAfterSeconds), else 0; at most
+    RETRY_MAX, so the drain never sleeps past its timeout's last try on a server's word."""
     details = _status(exc).get("details") or {}
     try:
-        return max(0.0, float(details.get("retryAfterSeconds") or 0))
+        return min(RETRY_MAX, max(0.0, float(details.get("retryAfterSeconds") or 0)))
     except (TypeError, ValueError):
         return 0.0
 

@@ -53,6 +53,10 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import orjson
 
 from reconciler.demo import validation
+from reconciler.demo.disruption import DisruptionController
+from reconciler.demo.eviction import EvictionFault, evict
+from reconciler.demo.replicaset import ReplicaSetController
+from reconciler.demo.store import Refusal, controller_of
 
 Obj = dict[str, Any]
 Query = dict[str, str]
@@ -170,7 +174,6 @@ for _r in RESOURCES:
         _GROUPS[_r.group].append(_r.version)
 
 _VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
-_NOT_TERMINATING_PDB_PHASES = ("Succeeded", "Failed", "Pending")
 
 
 def resource_for(kind: str) -> Resource:
@@ -660,6 +663,54 @@ class _Watch:
     query: Query
 
 
+_WATCHED_BY_CONTROLLERS = frozenset({"Pod", "PodDisruptionBudget", "ReplicaSet", "Deployment", "StatefulSet"})
+
+
+class _View:
+    """The store as the eviction subresource and the controllers see it (reconciler/demo/store.py
+    `Store`); used with the lock held."""
+
+    def __init__(self, api: FakeKubeAPI) -> None:
+        self.api = api
+
+    def get(self, kind: str, namespace: str, name: str) -> Obj | None:
+        res = resource_for(kind)
+        entry = self.api._stores[res.kind].entries.get(_key(namespace if res.namespaced else "", name))
+        return None if entry is None else self.api._decode(res, entry)
+
+    def list(self, kind: str, namespace: str) -> list[Obj]:
+        res = resource_for(kind)
+        store = self.api._stores[res.kind]
+        lo, hi = store.key_range(namespace)
+        return [self.api._decode(res, store.entries[k]) for k in store.keys()[lo:hi]]
+
+    def selects(self, selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
+        return match_label_selector(selector, labels)
+
+    def write(self, kind: str, obj: Obj) -> Obj:
+        res = resource_for(kind)
+        return self.api._decode(res, self.api._commit(res, obj))
+
+    def create(self, kind: str, obj: Obj) -> Obj:
+        res = resource_for(kind)
+        meta = obj.setdefault("metadata", {})
+        store = self.api._stores[res.kind]
+        while not meta.get("name") or _key(meta.get("namespace", ""), meta["name"]) in store.entries:
+            meta["name"] = meta.get("generateName", "") + "".join(
+                secrets.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(5)
+            )
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = _now()
+        return self.api._decode(res, self.api._commit(res, obj))
+
+    def delete(self, kind: str, obj: Obj, grace: int | None) -> None:
+        res = resource_for(kind)
+        meta = obj["metadata"]
+        entry = self.api._stores[res.kind].entries.get(_key(meta.get("namespace", ""), meta["name"]))
+        if entry is not None:
+            self.api._delete_entry(res, entry, obj, -1 if grace is None else grace)
+
+
 class FakeKubeAPI:
     """The fake server and its store. Thread-safe; one lock guards every read and write."""
 
@@ -691,6 +742,15 @@ class FakeKubeAPI:
         long the pod's processes take to stop: a positive `gracePeriodSeconds` in the request's
         DeleteOptions (an eviction's `deleteOptions`, a delete's body or query) ends it sooner, as
         the kubelet kills what is still running when the grace period ends; 0 deletes at once."""
+        self.eviction_fault: EvictionFault | None = None
+        """`eviction_fault(namespace, pod)`: asked once per eviction at its first write; a status
+        code forces the answer the real server gives when that write fails (409: the PDB status
+        write kept conflicting; 500: etcd). Runs with the store's lock held: it may use this
+        object's Python API, never the server over HTTP."""
+        self.disruption: DisruptionController | None = None
+        self.replicasets: ReplicaSetController | None = None
+        self._changes: list[tuple[str, str, str, Obj | None]] = []
+        self._reacting = False
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -747,8 +807,12 @@ class FakeKubeAPI:
         return self._rv
 
     def reset(self) -> None:
-        """Forget every object, event, fault and counter (resourceVersions keep increasing)."""
+        """Forget every object, event, fault and counter (resourceVersions keep increasing); the
+        controllers are off again."""
         with self._cond:
+            self.disruption = None
+            self.replicasets = None
+            self.eviction_fault = None
             self._stores = {r.kind: _Store(r) for r in RESOURCES}
             self._label_cache.clear()
             self._field_cache.clear()
@@ -767,6 +831,53 @@ class FakeKubeAPI:
         for t in self._timers:
             t.cancel()
         self._timers.clear()
+
+    # ------------------------------------------------------------------ controllers
+
+    def run_controllers(self, *, disruption: bool = True, replicasets: bool = False) -> None:
+        """Turn on the fake's kube-controller-manager (reset() turns it off): the disruption
+        controller recomputes every PodDisruptionBudget's status as pods come and go
+        (reconciler/demo/disruption.py), the ReplicaSet controller replaces a pod that leaves
+        (reconciler/demo/replicaset.py). Off by default: most tests write a budget's status by hand."""
+        with self._cond:
+            self.replicasets = ReplicaSetController() if replicasets else None
+            self.disruption = DisruptionController() if disruption else None
+            if self.disruption is not None:
+                self.resume_disruption_controller()
+
+    def resume_disruption_controller(self) -> None:
+        """Catch up after `disruption.paused = True`: every budget's status recomputed now."""
+        with self._cond:
+            if self.disruption is not None:
+                namespaces = sorted(
+                    {e.namespace for e in self._stores["PodDisruptionBudget"].entries.values()}
+                )
+                self.disruption.resume(_View(self), namespaces)
+                self._cond.notify_all()
+
+    def _changed(self, kind: str, namespace: str, name: str, owner: Obj | None) -> None:
+        """A write happened (lock held): let the controllers react, synchronously, to it and to
+        every write they make in turn."""
+        if kind not in _WATCHED_BY_CONTROLLERS:
+            return
+        self._changes.append((kind, namespace, name, owner))
+        if self._reacting:
+            return
+        self._reacting = True
+        try:
+            view = _View(self)
+            for _ in range(100_000):
+                if not self._changes:
+                    return
+                kind, namespace, name, owner = self._changes.pop(0)
+                if self.replicasets is not None:
+                    self.replicasets.changed(view, kind, namespace, name, owner)
+                if self.disruption is not None:
+                    self.disruption.changed(view, kind, namespace, name)
+            raise RuntimeError("the fake's controllers keep writing")
+        finally:
+            self._reacting = False
+            self._changes.clear()
 
     # ------------------------------------------------------------------ Python API for tests
 
@@ -877,6 +988,8 @@ class FakeKubeAPI:
         store = self._stores[res.kind]
         old = store.insert(entry)
         store.log(_Event(rv, "MODIFIED" if old is not None else "ADDED", entry, old), self.max_events)
+        if self.disruption is not None or self.replicasets is not None:
+            self._changed(res.kind, entry.namespace, entry.name, controller_of(obj))
         return entry
 
     def _entry(self, res: Resource, body: Mapping[str, Any], raw: bytes, rv: int) -> _Entry:
@@ -924,6 +1037,8 @@ class FakeKubeAPI:
         store = self._stores[res.kind]
         store.remove(entry.key)
         store.log(_Event(self._rv, "DELETED", final, entry), self.max_events)
+        if self.disruption is not None or self.replicasets is not None:
+            self._changed(res.kind, final.namespace, final.name, controller_of(body))
         return final
 
     # ------------------------------------------------------------------ request handling
@@ -1401,70 +1516,21 @@ class FakeKubeAPI:
     # ------------------------------------------------------------------ eviction
 
     def _evict(self, ns: str, name: str, body: Any, query: Query) -> _Reply:
-        """policy/v1 Eviction: refuse with 429 when the pod's PDB allows no disruption, else take one
-        disruption from it and delete the pod (gracefully if configured)."""
-        pods = resource_for("Pod")
-        pdbs = resource_for("PodDisruptionBudget")
-        if not isinstance(body, dict):
-            raise ApiError(400, "BadRequest", "the body of the request was in an unknown format")
-        if body.get("metadata", {}).get("name", name) != name:
-            raise ApiError(400, "BadRequest", "name in URL does not match name in Eviction object")
-        if self.validate_writes:
+        """policy/v1 Eviction, as the real server carries it out (reconciler/demo/eviction.py); a body
+        that breaks the official schema is refused first (reconciler/demo/validation.py)."""
+        if self.validate_writes and isinstance(body, dict):
             problems = validation.schema_problems({"kind": "Eviction", "apiVersion": "policy/v1", **body})
             if problems:
                 raise ApiError(422, "Invalid", f'Eviction.policy "{name}" is invalid: {"; ".join(problems)}')
         with self._cond:
-            entry = self._stores["Pod"].entries.get(_key(ns, name))
-            if entry is None:
-                raise _not_found(pods, name)
-            pod = self._decode(pods, entry)
-            phase = pod.get("status", {}).get("phase", "")
-            dry = _dry_run(query)
-            if phase not in _NOT_TERMINATING_PDB_PHASES and "deletionTimestamp" not in pod["metadata"]:
-                store = self._stores["PodDisruptionBudget"]
-                lo, hi = store.key_range(ns)
-                matching = []
-                for k in store.keys()[lo:hi]:
-                    pdb = self._decode(pdbs, store.entries[k])
-                    if match_label_selector(pdb.get("spec", {}).get("selector"), entry.labels):
-                        matching.append((store.entries[k], pdb))
-                if len(matching) > 1:
-                    raise ApiError(
-                        500,
-                        "InternalError",
-                        "This pod has more than one PodDisruptionBudget, which the "
-                        "eviction subresource does not support.",
-                    )
-                if matching:
-                    pdb = matching[0][1]
-                    status = pdb.setdefault("status", {})
-                    allowed = int(status.get("disruptionsAllowed", 0))
-                    if allowed < 1:
-                        why = (
-                            f"The disruption budget {pdb['metadata']['name']} needs "
-                            f"{status.get('desiredHealthy', 0)} healthy pods and has "
-                            f"{status.get('currentHealthy', 0)} currently"
-                        )
-                        raise ApiError(
-                            429,
-                            "TooManyRequests",
-                            f"Cannot evict pod as it would violate the pod's disruption budget. {why}",
-                            {"causes": [{"reason": "DisruptionBudget", "message": why}]},
-                        )
-                    if not dry:
-                        status["disruptionsAllowed"] = allowed - 1
-                        status.setdefault("disruptedPods", {})[name] = _now()
-                        self._commit(pdbs, pdb)
-            if not dry:
-                grace = (body.get("deleteOptions") or {}).get("gracePeriodSeconds", -1)
-                self._delete_entry(pods, entry, pod, grace)
-                self._cond.notify_all()
-        return _Reply(
-            201,
-            orjson.dumps(
-                {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
-            ),
-        )
+            try:
+                code, status = evict(
+                    _View(self), ns, name, body, dry_run=_dry_run(query), fault=self.eviction_fault
+                )
+            except Refusal as r:
+                raise ApiError(r.code, r.reason, r.message, r.details) from None
+            self._cond.notify_all()
+        return _Reply(code, orjson.dumps(status))
 
     # ------------------------------------------------------------------ watch
 

@@ -9,14 +9,21 @@ timeout rather than forcing a delete.
 
 Apply runs unattended, so a flaky API server is not a failed drain: every call is retried a few times
 on a 5xx, a 429 that is not an eviction's budget refusal, or a dropped connection (`ATTEMPTS`,
-capped exponential backoff) before it becomes an OperationError. Node names are reused by new
-instances, so `mark` and `drain` can be told which instance was approved and then act only while the
-node still is that instance.
+capped exponential backoff) before it becomes an OperationError. An eviction goes further, as
+cluster-autoscaler's does: whatever the server answers but 201 and 404 (a 409 from its own PDB
+status write, a 403, a 500 for overlapping budgets, no answer at all) the pod is tried again, with
+capped and jittered backoff (`retry_delay`), until the drain's timeout, and its reason is the
+server's. Each eviction names the uid it was decided for (`preconditions.uid`), so a pod created
+again under the same name (a StatefulSet's) is never evicted in its predecessor's place. Node names
+are reused by new instances, so `mark` and `drain` can be told which instance was approved and then
+act only while the node still is that instance.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
+import random
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -43,10 +50,35 @@ _CONFLICT_RETRIES = 5
 _PAGE = 500
 _MERGE_PATCH = "application/merge-patch+json"
 _FINISHED = ("Succeeded", "Failed")
-# The API server names the budget in its 429: "The disruption budget web needs 2 healthy pods ...".
-_BUDGET = re.compile(r"disruption budget ([a-z0-9](?:[-a-z0-9.]*[a-z0-9])?)\b")
+# The API server names the budget in its 429's DisruptionBudget cause: "The disruption budget web
+# needs 2 healthy pods and has 2 currently", or, while the disruption controller has not yet seen the
+# budget's latest spec, "The disruption budget web is still being processed by the server."
+_NAME = r"([a-z0-9](?:[-a-z0-9.]*[a-z0-9])?)"
+_BUDGET = re.compile(rf"disruption budget {_NAME} needs (\d+) healthy pods? and has (\d+)")
+_STALE = re.compile(rf"disruption budget {_NAME} is still being processed")
 _SHOWN = 5  # pods named in an incomplete drain's reason; the rest are counted
 _DEFAULT_GRACE = 30  # a pod's terminationGracePeriodSeconds when its spec has none
+RETRY_FIRST = 1.0  # seconds before a failed eviction is tried again; doubled each time...
+RETRY_MAX = 30.0  # ...up to this
+
+_log = logging.getLogger(__name__)
+
+
+def retry_delay(tries: int, jitter: float) -> float:
+    """Seconds before the next try of an eviction that failed `tries` times: RETRY_FIRST doubled
+    each time, at most RETRY_MAX, scaled into its upper half by `jitter` (0..1) so that the pods of
+    parallel drains do not come back in step."""
+    delay = min(RETRY_MAX, RETRY_FIRST * 2.0 ** min(max(tries, 1) - 1, 16))
+    return delay * (0.5 + 0.5 * min(max(jitter, 0.0), 1.0))
+
+
+@dataclass(slots=True)
+class _Retry:
+    """One pod's refused or failed evictions in a drain: when to try again, and the last answer."""
+
+    failures: int = 0
+    due: float = 0.0
+    why: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,12 +112,14 @@ class NodeDrainer:
         poll_seconds: float = 2.0,
         sleep: Callable[[float], None] = time.sleep,
         monotonic: Callable[[], float] = time.monotonic,
+        jitter: Callable[[], float] = random.random,
     ) -> None:
         """`max_grace_period` caps the grace period each eviction gives its pod, as
         cluster-autoscaler's `--max-graceful-termination-sec`: min(the pod's
         terminationGracePeriodSeconds, default 30, the cap), in whole seconds and never below 1 (0
         would make the API server delete the pod object at once, without the kubelet). None: no
-        cap, each pod its own. `sleep` also waits between retries of a failed call."""
+        cap, each pod its own. `sleep` also waits between retries of a failed call; `jitter` (0..1)
+        spreads the retries of failed evictions."""
         self.api = api
         self.core = k8s.CoreV1Api(api)
         self.timeout = timeout
@@ -95,6 +129,7 @@ class NodeDrainer:
         self.poll_seconds = poll_seconds
         self._sleep = sleep
         self._monotonic = monotonic
+        self._jitter = jitter
 
     # ------------------------------------------------------------------ the node
 
@@ -225,8 +260,10 @@ class NodeDrainer:
 
         Mark the node first, or evicted pods may be scheduled straight back. DaemonSet pods, mirror
         pods and finished pods stay (the node's end takes them), as in cluster-autoscaler. A pod
-        whose budget forbids eviction now is retried every poll; pods already being deleted count
-        until they are gone. Never deletes a pod directly.
+        whose budget forbids eviction now (429) is tried again every poll, or after the server's
+        retryAfterSeconds; any other answer but 201 and 404 is tried again after `retry_delay`;
+        either until the timeout. Pods already being deleted count until they are gone. Never
+        deletes a pod directly.
 
         `vet` sees, on every look, the pods about to be evicted; a reason from it stops the drain
         before they are (a pod that arrived after the caller decided, and forbids the drain).
@@ -238,6 +275,7 @@ class NodeDrainer:
         deadline = self._monotonic() + self.timeout.total_seconds()
         evicted: list[str] = []
         accepted: set[str] = set()  # uids whose eviction the API accepted
+        retries: dict[str, _Retry] = {}  # uid -> its refused or failed evictions
         looked_again = False
         while True:
             if check is not None:
@@ -261,17 +299,23 @@ class NodeDrainer:
                     return DrainResult(node, tuple(evicted), False, refusal)
             waiting: dict[str, str] = {}  # every pod still there, with why
             blocked = False  # anything that only time can change
+            wake = self.poll_seconds  # until the next look
             for pod in pods:
                 meta = pod["metadata"]
                 name = f"{meta.get('namespace', '')}/{meta['name']}"
-                uid = str(meta.get("uid", ""))
+                uid = str(meta.get("uid", "")) or name
                 if meta.get("deletionTimestamp"):
                     waiting[name], blocked = "still terminating", True
                     continue
-                if uid and uid in accepted:
+                if uid in accepted:
                     waiting[name], blocked = "evicted, not terminating yet", True
                     continue
-                outcome, why = self._evict(pod)
+                retry = retries.get(uid)
+                if retry is not None and self._monotonic() < retry.due:
+                    waiting[name], blocked = retry.why, True
+                    wake = min(wake, retry.due - self._monotonic())
+                    continue
+                outcome, why, after = self._evict(pod)
                 if outcome == "accepted":
                     accepted.add(uid)
                     evicted.append(name)
@@ -280,10 +324,26 @@ class NodeDrainer:
                     waiting[name] = "gone, still listed"
                 elif outcome == "terminating":
                     waiting[name], blocked = "still terminating", True
-                elif outcome == "blocked":
+                else:  # "refused" (429: not now) or "failed" (any other answer, or none)
+                    retry = retries.setdefault(uid, _Retry())
+                    delay = after
+                    if outcome == "failed":
+                        retry.failures += 1
+                        delay = max(after, retry_delay(retry.failures, self._jitter()))
+                    if why != retry.why:
+                        level = logging.WARNING if outcome == "failed" else logging.INFO
+                        _log.log(
+                            level,
+                            "drain %s: evict %s: %s; trying again until the drain timeout (%s)",
+                            node,
+                            name,
+                            why,
+                            format_duration(self.timeout),
+                        )
+                    retry.why, retry.due = why, self._monotonic() + delay
                     waiting[name], blocked = why, True
-                elif outcome == "failed":
-                    return DrainResult(node, tuple(evicted), False, f"evict {name}: {why}")
+                    if delay > 0:
+                        wake = min(wake, delay)
             now = self._monotonic()
             if not blocked and not looked_again and now < deadline:
                 looked_again = True  # every pod seen was just evicted or gone: look again at once
@@ -291,13 +351,13 @@ class NodeDrainer:
             looked_again = False
             if now >= deadline:
                 return DrainResult(node, tuple(evicted), False, self._timed_out(waiting))
-            self._sleep(min(self.poll_seconds, deadline - now))
+            self._sleep(min(wake, deadline - now))
 
     def remaining(self, node: str) -> list[dict[str, Any]]:
-        """The pods on `node` a drain would still have to evict (not DaemonSet, mirror or finished
-        pods, nor pods already being deleted), listed fresh from the API: what landed after a drain
-        ended, for a last look before the instance is terminated."""
-        return [p for p in self._pods(node) if not _stays(p) and not p["metadata"].get("deletionTimestamp")]
+        """The pods on `node` a drain does not leave there (not DaemonSet, mirror or finished pods),
+        listed fresh from the API, those being deleted included (their shutdown still runs there):
+        what landed after a drain ended, for a last look before the instance is terminated."""
+        return [p for p in self._pods(node) if not _stays(p)]
 
     def _timed_out(self, waiting: Mapping[str, str]) -> str:
         shown = [f"{name} ({why})" for name, why in list(waiting.items())[:_SHOWN]]
@@ -310,16 +370,20 @@ class NodeDrainer:
             f"{format_duration(self.timeout)}: {', '.join(shown)}"
         )
 
-    def _evict(self, pod: Mapping[str, Any]) -> tuple[str, str]:
-        """("accepted" | "gone" | "terminating" | "blocked" | "failed", why).
+    def _evict(self, pod: Mapping[str, Any]) -> tuple[str, str, float]:
+        """("accepted" | "gone" | "terminating" | "refused" | "failed", why, seconds the server asks
+        to wait before the next try).
 
-        A 429 is the budget (or the server) saying "not now": the drain loop tries again next poll.
-        Other transient failures are retried here at once. A retry of an eviction the server had in
-        fact carried out is harmless: the pod is then terminating, which the server evicts again
-        without consulting its budget, or gone (404). When every try failed, one read of the pod
-        still tells an eviction that went through from one that did not."""
+        A 429 is the budget (or the server) saying "not now": "refused", tried again next poll.
+        A 5xx or a dropped connection is retried here at once (`ATTEMPTS`). A retry of an eviction
+        the server had in fact carried out is harmless: the pod is then terminating, which the
+        server evicts again without consulting its budget, or gone (404). Any other failure, and
+        one that every quick retry met, is judged by one read of the pod: gone, or another pod of
+        its name (a 409 for our `preconditions.uid`), is done; terminating is leaving all the same;
+        otherwise "failed", to be tried again after a backoff."""
         meta = pod["metadata"]
         namespace, name = meta.get("namespace", ""), meta["name"]
+        uid = str(meta.get("uid", ""))
         body = k8s.V1Eviction(
             api_version="policy/v1",
             kind="Eviction",
@@ -333,33 +397,41 @@ class NodeDrainer:
                 ),
                 retry_429=False,
             )
-            return "accepted", ""
+            return "accepted", "", 0.0
         except ApiException as exc:
             if exc.status == 404:
-                return "gone", ""
+                return "gone", "", 0.0
             if exc.status == 429:
-                return "blocked", _blocked_reason(namespace, exc)
-            if transient(exc):
-                state = self._pod_state(namespace, name, str(meta.get("uid", "")))
-                if state is not None:
-                    return state, ""
-            return "failed", _one_line(exc) + _gave_up(exc)
-        except urllib3.exceptions.HTTPError as exc:
-            state = self._pod_state(namespace, name, str(meta.get("uid", "")))
+                return "refused", _refused_reason(namespace, exc), _retry_after(exc)
+            state = self._pod_state(namespace, name, uid)
             if state is not None:
-                return state, ""
-            raise self._unreachable(exc) from None
+                return state, "", 0.0
+            return "failed", f"eviction answered {_one_line(exc)}", _retry_after(exc)
+        except urllib3.exceptions.HTTPError as exc:
+            state = self._pod_state(namespace, name, uid)
+            if state is not None:
+                return state, "", 0.0
+            return "failed", f"eviction got no answer: {unreachable(self.api, exc)}", 0.0
 
     def _delete_options(self, pod: Mapping[str, Any]) -> k8s.V1DeleteOptions | None:
-        if self.max_grace_seconds is None:
-            return None  # the server applies the pod's own
-        own = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
-        own = _DEFAULT_GRACE if own is None else int(own)
-        return k8s.V1DeleteOptions(grace_period_seconds=min(own, self.max_grace_seconds))
+        """The uid the eviction was decided for, and the capped grace period (none without a cap:
+        the server applies the pod's own)."""
+        uid = (pod.get("metadata") or {}).get("uid")
+        grace: int | None = None
+        if self.max_grace_seconds is not None:
+            own = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+            own = _DEFAULT_GRACE if own is None else int(own)
+            grace = min(own, self.max_grace_seconds)
+        if not uid and grace is None:
+            return None
+        return k8s.V1DeleteOptions(
+            grace_period_seconds=grace, preconditions=k8s.V1Preconditions(uid=str(uid)) if uid else None
+        )
 
     def _pod_state(self, namespace: str, name: str, uid: str) -> str | None:
-        """After an eviction kept failing: "gone" or "terminating" when the pod left or is leaving
-        all the same, None when it is still there untouched or cannot be read."""
+        """After an eviction failed: "gone" when the pod left, or another pod took its name (our
+        uid precondition's 409); "terminating" when it is leaving all the same; None when it is
+        still there untouched or cannot be read."""
         try:
             response: Any = self._call(
                 functools.partial(self.core.read_namespaced_pod, name, namespace, _preload_content=False)
@@ -444,15 +516,34 @@ def _status(exc: ApiException) -> dict[str, Any]:
     return body if isinstance(body, dict) else {}
 
 
-def _blocked_reason(namespace: str, exc: ApiException) -> str:
+def _refused_reason(namespace: str, exc: ApiException) -> str:
+    """Why a 429: the budget that allows no disruption (with the server's numbers), a budget whose
+    status the disruption controller has not yet caught up with, or the server itself."""
     status = _status(exc)
     texts = [str(c.get("message", "")) for c in (status.get("details") or {}).get("causes") or []]
     texts.append(str(status.get("message", "")))
     for text in texts:
         match = _BUDGET.search(text)
         if match:
-            return f"pdb {namespace}/{match[1]} allows no disruption"
+            needs = f"needs {match[2]} healthy pods, has {match[3]}"
+            return f"pdb {namespace}/{match[1]} allows no disruption: {needs}"
+        match = _STALE.search(text)
+        if match:
+            return (
+                f"pdb {namespace}/{match[1]} is still being processed by the server: its status is older "
+                "than its spec"
+            )
     return f"eviction refused for now: {_one_line(exc)}"
+
+
+def _retry_after(exc: ApiException) -> float:
+    """The seconds a Status asks the client to wait (details.retryAfterSeconds), else 0; at most
+    RETRY_MAX, so the drain never sleeps past its timeout's last try on a server's word."""
+    details = _status(exc).get("details") or {}
+    try:
+        return min(RETRY_MAX, max(0.0, float(details.get("retryAfterSeconds") or 0)))
+    except (TypeError, ValueError):
+        return 0.0
 
 
 def _api_error(action: str, exc: ApiException) -> OperationError:

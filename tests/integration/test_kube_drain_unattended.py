@@ -58,6 +58,11 @@ def eviction_bodies(kube_api: FakeKubeAPI) -> dict[str, Any]:
     return {r.path.split("/")[-2]: r.json() for r in kube_api.requests if r.path.endswith("/eviction")}
 
 
+def uid_of(name: str) -> dict[str, str]:
+    """The preconditions every eviction carries: the uid of the pod it was decided for."""
+    return {"uid": k.make_uid("Pod", "shop", name)}
+
+
 def pod_with_grace(name: str, grace: int | None) -> dict[str, Any]:
     pod = k.pod(name, "shop", node_name="n1", owner_kind="ReplicaSet")
     if grace is not None:
@@ -79,9 +84,12 @@ def test_each_eviction_asks_for_the_pods_grace_period_capped_by_max_grace_period
     assert result.complete, result.reason
     bodies = eviction_bodies(kube_api)
     assert {name: body["deleteOptions"] for name, body in bodies.items()} == {
-        "quick": {"gracePeriodSeconds": 5},  # the pod's own, below the cap
-        "slow": {"gracePeriodSeconds": 60},  # capped
-        "default": {"gracePeriodSeconds": 30},  # no terminationGracePeriodSeconds: Kubernetes' 30
+        "quick": {"gracePeriodSeconds": 5, "preconditions": uid_of("quick")},  # the pod's own, below the cap
+        "slow": {"gracePeriodSeconds": 60, "preconditions": uid_of("slow")},  # capped
+        "default": {  # no terminationGracePeriodSeconds: Kubernetes' 30
+            "gracePeriodSeconds": 30,
+            "preconditions": uid_of("default"),
+        },
     }
     assert bodies["quick"]["kind"] == "Eviction" and bodies["quick"]["apiVersion"] == "policy/v1"
 
@@ -92,7 +100,7 @@ def test_without_a_cap_evictions_leave_the_grace_period_to_the_pod(
     kube_api.put(k.node("n1"))
     kube_api.put(pod_with_grace("slow", 3600))
     assert drainer(kube_client, clock).drain("n1").complete
-    assert "deleteOptions" not in eviction_bodies(kube_api)["slow"]
+    assert eviction_bodies(kube_api)["slow"]["deleteOptions"] == {"preconditions": uid_of("slow")}
 
 
 def test_a_cap_below_one_second_is_one_second_and_a_pods_own_zero_stays(
@@ -106,8 +114,8 @@ def test_a_cap_below_one_second_is_one_second_and_a_pods_own_zero_stays(
     assert d.max_grace_seconds == 1
     assert d.drain("n1").complete
     bodies = eviction_bodies(kube_api)
-    assert bodies["web"]["deleteOptions"] == {"gracePeriodSeconds": 1}
-    assert bodies["instant"]["deleteOptions"] == {"gracePeriodSeconds": 0}
+    assert bodies["web"]["deleteOptions"] == {"gracePeriodSeconds": 1, "preconditions": uid_of("web")}
+    assert bodies["instant"]["deleteOptions"] == {"gracePeriodSeconds": 0, "preconditions": uid_of("instant")}
 
 
 def test_the_capped_grace_period_ends_a_pod_that_would_take_forever(
@@ -302,16 +310,21 @@ def test_a_call_that_keeps_failing_is_one_clear_operation_error_after_four_tries
     assert clock.sleeps == [0.2, 0.4, 0.8]
 
 
-def test_an_eviction_that_keeps_failing_ends_the_drain_saying_so(
+def test_an_eviction_that_keeps_failing_is_tried_until_the_timeout_saying_why(
     kube_api: FakeKubeAPI, kube_client: client.ApiClient, clock: FakeClock
 ) -> None:
     kube_api.put(k.node("n1"))
     kube_api.put(k.pod("web-0", "shop", node_name="n1", owner_kind="ReplicaSet"))
     kube_api.fault = lambda m, p, q: (502, None) if p.endswith("/eviction") else None
-    result = drainer(kube_client, clock).drain("n1")
+    result = drainer(kube_client, clock, timeout_s=10).drain("n1")
     assert result == DrainResult(
-        "n1", (), False, "evict shop/web-0: HTTP 502 injected fault 502 (gave up after 4 attempts)"
+        "n1",
+        (),
+        False,
+        "1 pod still on the node after 10s: shop/web-0 (eviction answered HTTP 502 injected fault 502)",
     )
+    assert clock.sleeps[:3] == [0.2, 0.4, 0.8]  # quick retries of the call...
+    assert 0.5 <= clock.sleeps[3] <= 1  # ...then the drain's jittered backoff
     assert kube_api.get_object("Pod", "shop", "web-0") is not None
 
 
@@ -443,13 +456,14 @@ def test_drain_with_the_right_instance_completes(
 # ------------------------------------------------------------------------------------- remaining
 
 
-def test_remaining_lists_the_pods_a_drain_would_still_evict(
+def test_remaining_lists_the_pods_still_on_the_node_that_a_drain_does_not_leave(
     kube_api: FakeKubeAPI, kube_client: client.ApiClient, clock: FakeClock
 ) -> None:
     put_node_with_pods(kube_api)
     kube_api.put(k.pod("leaving", "shop", node_name="n1", deletion_timestamp="2026-01-01T00:00:00Z"))
     d = drainer(kube_client, clock)
-    assert sorted(p["metadata"]["name"] for p in d.remaining("n1")) == ["bare", "web-0"]
+    # a pod being deleted is still there, running its shutdown: never terminated under it
+    assert sorted(p["metadata"]["name"] for p in d.remaining("n1")) == ["bare", "leaving", "web-0"]
     assert d.remaining("nowhere") == []
     kube_api.delete_object("Pod", "shop", "leaving")
     assert d.drain("n1").complete

@@ -3,7 +3,7 @@ container runtime.
 
 This machine has the docker CLI but no daemon (and CI the same), so the image itself is not built
 here. What is tested instead: hadolint at warning level; the properties a reviewer looks for (base
-pinned by digest in every stage, builder/runtime stages, non-root uid 65532, the entrypoint, OCI
+one base for every stage (its tag, or pinned by a real digest), builder/runtime stages, non-root uid 65532, the entrypoint, OCI
 labels, no pip or apt cache left behind); and the builder stage's work: the wheel `pip wheel --no-deps`
 builds from exactly the files the Dockerfile copies holds the package data (the JSON schemas, the demo
 YAML), declares the project's dependencies and entry point, and, installed into a fresh virtualenv,
@@ -88,10 +88,12 @@ def test_every_ignored_rule_says_why() -> None:
             assert rule.strip() in why and len(why) > 80, f"line {number + 1}: say why {rule} is ignored"
 
 
-def test_the_base_is_pinned_by_digest_in_every_stage_and_how_to_update_it_is_written_down() -> None:
+def test_the_base_builds_as_written_in_every_stage_and_how_to_pin_it_is_written_down() -> None:
+    """The official tag, or the tag pinned by a real digest: never a placeholder digest, with which the
+    documented build command fails as written."""
     steps = instructions()
-    base = next(s for s in steps if s.startswith("ARG PYTHON_IMAGE="))
-    assert DIGEST.fullmatch(base.removeprefix("ARG PYTHON_IMAGE=")), base
+    base = next(s for s in steps if s.startswith("ARG PYTHON_IMAGE=")).removeprefix("ARG PYTHON_IMAGE=")
+    assert base == "python:3.11-slim" or (DIGEST.fullmatch(base) and not base.endswith("0" * 64)), base
     froms = [s for s in steps if s.startswith("FROM ")]
     assert [s.split()[1] for s in froms] == ["${PYTHON_IMAGE}", "${PYTHON_IMAGE}"], froms
     assert [s.split()[-1] for s in froms] == ["builder", "runtime"]

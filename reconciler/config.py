@@ -94,6 +94,8 @@ class ForgeConfig:
     repo: str = ""
     token_env: str = "GITHUB_TOKEN"
     base_url: str = "https://api.github.com"
+    token_file: str = ""  # read at every request (a refreshed GitHub App token); wins over token_env
+    bot_login: str = ""  # the login the token comments as, e.g. my-app[bot] (App tokens cannot ask)
 
 
 @dataclass(frozen=True)
@@ -381,7 +383,14 @@ def _build(data: dict[str, Any], label: str, document: Any = None) -> Config:
             author_name=git["authorName"],
             author_email=git["authorEmail"],
         ),
-        forge=ForgeConfig(forge["type"], forge.get("repo", ""), forge["tokenEnv"], forge["baseUrl"]),
+        forge=ForgeConfig(
+            forge["type"],
+            forge.get("repo", ""),
+            forge["tokenEnv"],
+            forge["baseUrl"],
+            token_file=forge["tokenFile"],
+            bot_login=forge["botLogin"],
+        ),
         approval=ApprovalConfig(approval["mode"], approval["allowedSigners"], approval["minApprovals"]),
         apply=ApplyConfig(
             max_step=apply["maxStep"],

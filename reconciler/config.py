@@ -84,6 +84,7 @@ class GitConfig:
     work_dir: str = ""
     token_env: str = "GIT_TOKEN"
     timeout: timedelta = timedelta(seconds=60)  # each fetch, ls-remote or push, then killed
+    token_file: str = ""  # read at every fetch and push (a refreshed GitHub App token); wins over token_env
     author_name: str = "asg-reconciler"
     author_email: str = "asg-reconciler@users.noreply.local"
 
@@ -379,6 +380,7 @@ def _build(data: dict[str, Any], label: str, document: Any = None) -> Config:
             path=git.get("path", ""),
             work_dir=git.get("workDir", ""),
             token_env=git["tokenEnv"],
+            token_file=git["tokenFile"],
             timeout=_duration(git["timeout"]),
             author_name=git["authorName"],
             author_email=git["authorEmail"],

@@ -7,8 +7,8 @@ default and fills lazy objects with extra GETs, while here every call is visible
 Endpoints (and nothing else; tests/fakes/github_api.py serves exactly these):
 `GET /repos/{repo}` (only to explain a 404), `GET|POST /repos/{repo}/pulls`,
 `GET|PATCH /repos/{repo}/pulls/{n}`, `GET /repos/{repo}/pulls/{n}/reviews`,
-`POST /repos/{repo}/issues/{n}/comments`, for `check --comment` `GET /repos/{repo}/issues/{n}/comments`
-and `PATCH /repos/{repo}/issues/comments/{id}`, and for the `github-reviews` approval gate
+`POST /repos/{repo}/issues/{n}/comments`, for `check --comment` `GET /repos/{repo}/issues/{n}/comments`,
+`PATCH /repos/{repo}/issues/comments/{id}` and `GET /user`, and for the `github-reviews` approval gate
 `GET /repos/{repo}/commits/{sha}/pulls`.
 
 The token is read at every request, from the file `forge.tokenFile` when set (a GitHub App

@@ -83,8 +83,16 @@ def test_retry_after_is_obeyed_for_writes_too(github: FakeGitHub) -> None:
 def test_a_secondary_limit_without_a_time_waits_a_minute_then_longer(github: FakeGitHub) -> None:
     github.throttle(SECONDARY, None, times=2)
     naps: list[float] = []
-    assert forge_for(github, naps=naps).find_open(HEAD) is None
+    patient = replace(forge_for(github, naps=naps), max_wait=300)
+    assert patient.find_open(HEAD) is None
     assert naps == [60.0, 120.0]
+
+    github.throttle(SECONDARY, None, times=2)  # by default one call waits a minute at most
+    with pytest.raises(
+        OperationError, match="the next wait would be 120 s, beyond the 60 s asg-reconciler waits"
+    ):
+        forge_for(github, naps=naps).find_open(HEAD)
+    assert naps == [60.0, 120.0, 60.0]
 
 
 def test_a_wait_beyond_the_deadline_is_one_clear_line_and_no_more_requests(github: FakeGitHub) -> None:

@@ -83,7 +83,9 @@ class GitHubForge:
     timeout: float = 15.0
     retries: int = 2  # extra attempts for reads that hit a network error or a 5xx
     backoff: float = 0.5  # seconds, doubled per attempt
-    max_wait: float = 180.0  # seconds one call may wait for rate limits, in all
+    # seconds one call may wait for rate limits, in all: one secondary-limit minute, and below the
+    # three `run.interval`s after which `run`'s /healthz calls a stage stalled
+    max_wait: float = 60.0
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False, compare=False)
     _login: dict[str, str | None] = field(default_factory=dict, repr=False, compare=False)
 
@@ -534,11 +536,12 @@ class _RateLimited(Exception):
 
     def final(self, max_wait: float) -> OperationError:
         """The error once waiting would take longer than `max_wait` seconds in all."""
-        when = (
-            f"it resets at {time.strftime('%H:%M:%S UTC', time.gmtime(self.reset_at))}"
-            if self.reset_at is not None
-            else f"GitHub asks to wait {self.needed:.0f} s"
-        )
+        if self.reset_at is not None:
+            when = f"it resets at {time.strftime('%H:%M:%S UTC', time.gmtime(self.reset_at))}"
+        elif self.wait is not None:
+            when = f"GitHub asks to wait {self.wait:.0f} s"
+        else:
+            when = f"GitHub names no time, and the next wait would be {self.needed:.0f} s"
         return OperationError(
             f"{self.said}: {self.message}; {when}, beyond the {max_wait:.0f} s asg-reconciler waits "
             "for one call: the next run tries again"

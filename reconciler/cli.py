@@ -153,7 +153,7 @@ def apply_command(config_file: str | None, output: str, dry_run: bool, ref: str 
 def check(config_file: str | None, ref: str, pull_request: int | None) -> int:
     """Pull-request feedback, as Markdown: validate the manifest at REF, the approval gate's verdict
     on what REF brings, and `apply --dry-run` as if REF had landed on git.branch (local only)."""
-    from reconciler.runtime.check_stage import check_and_comment, forge_for_comments
+    from reconciler.runtime.check_comment import check_and_comment, forge_for_comments
 
     config = _load(config_file)
     forge = forge_for_comments(config) if pull_request is not None else None

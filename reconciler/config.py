@@ -84,6 +84,7 @@ class GitConfig:
     work_dir: str = ""
     token_env: str = "GIT_TOKEN"
     timeout: timedelta = timedelta(seconds=60)  # each fetch, ls-remote or push, then killed
+    token_file: str = ""  # read at every fetch and push (a refreshed GitHub App token); wins over token_env
     author_name: str = "asg-reconciler"
     author_email: str = "asg-reconciler@users.noreply.local"
 
@@ -94,6 +95,8 @@ class ForgeConfig:
     repo: str = ""
     token_env: str = "GITHUB_TOKEN"
     base_url: str = "https://api.github.com"
+    token_file: str = ""  # read at every request (a refreshed GitHub App token); wins over token_env
+    bot_login: str = ""  # the login the token comments as, e.g. my-app[bot] (App tokens cannot ask)
 
 
 @dataclass(frozen=True)
@@ -391,11 +394,19 @@ def _build(data: dict[str, Any], label: str, document: Any = None) -> Config:
             path=git.get("path", ""),
             work_dir=git.get("workDir", ""),
             token_env=git["tokenEnv"],
+            token_file=git["tokenFile"],
             timeout=_duration(git["timeout"]),
             author_name=git["authorName"],
             author_email=git["authorEmail"],
         ),
-        forge=ForgeConfig(forge["type"], forge.get("repo", ""), forge["tokenEnv"], forge["baseUrl"]),
+        forge=ForgeConfig(
+            forge["type"],
+            forge.get("repo", ""),
+            forge["tokenEnv"],
+            forge["baseUrl"],
+            token_file=forge["tokenFile"],
+            bot_login=forge["botLogin"],
+        ),
         approval=ApprovalConfig(
             approval["mode"],
             approval["allowedSigners"],

@@ -22,6 +22,7 @@ from reconciler.gitops.trailers import (
     build_message,
     summarize,
 )
+from reconciler.markdown import BODY_BUDGET, GITHUB_BODY_LIMIT, Part, code, fit, inline
 from reconciler.planning.types import SCALE_DOWN, CommittedGroup, GroupPlan, Plan
 
 
@@ -127,7 +128,7 @@ def proposal_draft(plan: Plan, main_text: str, label: str, branch: str) -> Propo
     changes: list[Change] = []
     reasons: list[Reason] = []
     named: list[InstanceRemoval] = []
-    rows: list[str] = []
+    rows: list[ProposalRow] = []
     for group in plan.groups:
         entry = manifest.group(group.name)
         proposed = set(new_removals(group, entry))
@@ -141,11 +142,16 @@ def proposal_draft(plan: Plan, main_text: str, label: str, branch: str) -> Propo
         reasons.append(Reason(group.name, f"{len(details)} node(s) unneeded; their pods fit elsewhere"))
         named += [InstanceRemoval(group.name, r.instance_id) for r in details]
         for r in details:
-            utilisation = "-" if r.utilization is None else f"{r.utilization:.0%}"
-            since = r.since.strftime("%Y-%m-%d %H:%M UTC") if r.since else "-"
             rows.append(
-                f"| {group.name} | {entry.target} -> {entry.target - len(details)} | `{r.instance_id}` "
-                f"| {r.node or '-'} | {utilisation} | {r.reason} | {since} |"
+                ProposalRow(
+                    group.name,
+                    f"{entry.target} -> {entry.target - len(details)}",
+                    r.instance_id,
+                    r.node or "-",
+                    "-" if r.utilization is None else f"{r.utilization:.0%}",
+                    r.reason,
+                    r.since.strftime("%Y-%m-%d %H:%M UTC") if r.since else "-",
+                )
             )
     if not removals:
         return None
@@ -158,22 +164,53 @@ def proposal_draft(plan: Plan, main_text: str, label: str, branch: str) -> Propo
         proposal=branch,
     )
     title = f"capacity({plan.cluster}): {summarize(changes)}"
-    body = "\n".join(
-        [
-            f"Scale-down proposed by asg-reconciler for cluster `{plan.cluster}`.",
-            "",
-            "Merging approves draining and terminating exactly these instances; apply re-checks each",
-            "one on live state first and refuses proposals older than `scaleDown.proposalTTL`.",
-            "",
-            "| group | from -> to | instance | node | utilisation | why removable | since |",
-            "|---|---|---|---|---|---|---|",
-            *rows,
-            "",
-            "The bot rewrites this branch only while it holds nothing but its own commits and no",
-            "approval; after that it may only shrink the set or close the proposal.",
-        ]
+    body = proposal_body(plan.cluster, label, rows)
+    return ProposalDraft(editor.render(), build_message(message), removals, title, body)
+
+
+@dataclass(frozen=True)
+class ProposalRow:
+    """One instance of a scale-down proposal, as its pull request's table shows it."""
+
+    group: str
+    change: str  # "3 -> 2"
+    instance: str
+    node: str
+    utilisation: str
+    reason: str
+    since: str
+
+
+def proposal_body(cluster: str, label: str, rows: list[ProposalRow], budget: int = BODY_BUDGET) -> str:
+    """The proposal's pull-request text: a row per instance, every cell escaped (node and group
+    names, reasons: none can add a row, a link or HTML), cut to what GitHub accepts (about 400 rows
+    would not fit) with a line saying where the whole list is."""
+    head = [
+        f"Scale-down proposed by asg-reconciler for cluster {code(cluster)}.",
+        "",
+        "Merging approves draining and terminating exactly these instances; apply re-checks each",
+        "one on live state first and refuses proposals older than `scaleDown.proposalTTL`.",
+        "",
+    ]
+    table = [
+        f"| {inline(r.group)} | {inline(r.change)} | {code(r.instance, in_table=True)} | {inline(r.node)} "
+        f"| {inline(r.utilisation)} | {inline(r.reason)} | {inline(r.since)} |"
+        for r in rows
+    ]
+    header = [
+        "| group | from -> to | instance | node | utilisation | why removable | since |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    tail = [
+        "",
+        "The bot rewrites this branch only while it holds nothing but its own commits and no",
+        "approval; after that it may only shrink the set or close the proposal.",
+    ]
+    summary = (
+        f"**This description is shortened** to fit GitHub's limit of {GITHUB_BODY_LIMIT:,} characters: "
+        f"every instance is listed in `removeInstances` of {code(label)} and in the commit message."
     )
-    return ProposalDraft(editor.render(), build_message(message), removals, title, body + "\n")
+    return fit(head, [Part(table, "instances", header), Part([], "", tail)], budget, summary)
 
 
 def listed_removals(text: str | None, label: str) -> dict[str, tuple[str, ...]]:

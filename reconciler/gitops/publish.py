@@ -20,6 +20,7 @@ from reconciler.gitops.plan_edits import listed_removals, main_edits, proposal_d
 from reconciler.gitops.repo import PushRejected, Update, WorkingCopy
 from reconciler.gitops.state import State, save_state
 from reconciler.gitops.trailers import CapacityMessage, Reason, build_message
+from reconciler.markdown import BODY_BUDGET, GITHUB_BODY_LIMIT, Part, fenced, fit, inline
 from reconciler.planning.types import Plan
 
 
@@ -111,9 +112,22 @@ def _publish_for_review(
     else:
         _lease_push(copy, sha, branch, head)
     title = edited.message.splitlines()[0]
-    body = "Scale-up proposed by asg-reconciler (`scaleUp.review` is on).\n\n```\n" + edited.message + "```\n"
-    pr = open_or_update(forge, title=title, body=body, head=branch, base=base)
+    pr = open_or_update(forge, title=title, body=_review_body(edited.message), head=branch, base=base)
     notes.append(f"scale-up {branch}: {pr.message or pr.url}")
+
+
+def _review_body(message: str) -> str:
+    """The scale-up pull request's text: the commit message in a block no line of it can close,
+    cut to what GitHub accepts (a line per group: 10,000 groups would not fit)."""
+    block = fenced(message, info="")
+    summary = (
+        f"**This description is shortened** to fit GitHub's limit of {GITHUB_BODY_LIMIT:,} characters: "
+        "the whole message is this branch's commit message."
+    )
+    head = ["Scale-up proposed by asg-reconciler (`scaleUp.review` is on).", ""]
+    return fit(
+        head, [Part(block[1:-1], "lines of the commit message", block[:1], block[-1:])], BODY_BUDGET, summary
+    )
 
 
 def _state(plan: Plan) -> State:
@@ -266,7 +280,8 @@ def _close(
 ) -> PullRequest | None:
     why = _why_closed(plan)
     if pr is not None:
-        pr = forge.close(pr, f"asg-reconciler closed this proposal: it is no longer valid ({why}).")
+        # escaped: node names and reasons are the cluster's text (a pod's name), not ours
+        pr = forge.close(pr, f"asg-reconciler closed this proposal: it is no longer valid ({inline(why)}).")
     try:
         copy.delete_branch(branch, head)
     except PushRejected:

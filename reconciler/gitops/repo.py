@@ -119,13 +119,15 @@ class WorkingCopy:
         token_env: str = "GIT_TOKEN",
         timeout: float = 120.0,
         environ: Mapping[str, str] | None = None,
+        token_file: str = "",
     ) -> None:
         self.url = url
         self.path = Path(path)
         self.identity = identity
         self.timeout = timeout
         environ = os.environ if environ is None else environ
-        self._token = environ.get(token_env, "") if token_env else ""
+        self._token_from_env = environ.get(token_env, "") if token_env else ""
+        self._token_file = token_file
         self._inherited = dict(environ)
         self._repo: git.Repo | None = None
         self._lock_depth = 0
@@ -145,7 +147,31 @@ class WorkingCopy:
             token_env=config.token_env,
             timeout=config.timeout.total_seconds(),
             environ=environ,
+            token_file=config.token_file,
         )
+
+    @property
+    def _token(self) -> str:
+        """The https token as of now: `git.tokenFile` read again at every use (a GitHub App token
+        lasts an hour; whatever refreshes the file, the next fetch or push uses the new one), else
+        `git.tokenEnv`'s value. Unreadable: "" here (what redacts has nothing to hide), and a
+        UserError where git is about to use it (`_read_token`)."""
+        try:
+            return self._read_token()
+        except UserError:
+            return ""
+
+    def _read_token(self) -> str:
+        if not self._token_file:
+            return self._token_from_env
+        try:
+            return Path(self._token_file).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+            raise UserError(
+                f"git.tokenFile: {self._token_file} cannot be read ({reason}); write the https token "
+                "there, or unset git.tokenFile to use git.tokenEnv"
+            ) from None
 
     @property
     def shown_url(self) -> str:
@@ -568,9 +594,10 @@ class WorkingCopy:
         # git gives up a stalled transfer by itself too: the kill_after_timeout watchdog does not
         # outlive an interrupted command, which would leave git waiting on a hung server forever.
         settings = {"http.lowSpeedLimit": "1", "http.lowSpeedTime": stall}
-        if self._token:
+        token = self._read_token()
+        if token:
             env["GIT_ASKPASS"] = str(Path(repo.git_dir, _ASKPASS))
-            env[_PASSWORD_VAR] = self._token
+            env[_PASSWORD_VAR] = token
             # Drop configured credential helpers for this call so the token is what gets used.
             settings["credential.helper"] = ""
         count = int(self._inherited.get("GIT_CONFIG_COUNT", "0") or 0)

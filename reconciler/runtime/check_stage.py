@@ -35,15 +35,14 @@ from reconciler.apply.changes import trace_removals
 from reconciler.apply.outcome import ApplyReport
 from reconciler.config import Config
 from reconciler.errors import OperationError, ReconcilerError, UserError
-from reconciler.gitops.forge import make_forge
-from reconciler.gitops.forge.base import Forge
 from reconciler.gitops.manifest import Manifest
 from reconciler.gitops.repo import REMOTE, WorkingCopy
 from reconciler.gitops.validate import validate_files
 from reconciler.runtime.apply_stage import ApplyRun, GateAt, apply_once, manifests_reader, resolve_ref
 from reconciler.runtime.plan_stage import working_copy
 
-MARKER = "<!-- asg-reconciler check -->"
+MARKER_PREFIX = "<!-- asg-reconciler:check"  # then ` cluster=NAME -->`: comment_marker
+LEGACY_MARKER = "<!-- asg-reconciler check -->"  # before: one comment for every cluster
 _PRIVATE = "refs/asg-reconciler-check"
 
 ALREADY_ON_BRANCH = "on-branch"
@@ -276,45 +275,3 @@ def _unprivate(report: ApplyReport, private: str, shown: str) -> ApplyReport:
 
     groups = tuple(replace(g, notes=tuple(fix(n) for n in g.notes)) for g in report.groups)
     return replace(report, groups=groups, warnings=tuple(fix(w) for w in report.warnings))
-
-
-def check_and_comment(
-    config: Config, ref: str, now: datetime, pull_request: int | None, forge: Forge | None
-) -> tuple[str, int, str]:
-    """`check`, and with a pull request its comment: (Markdown, exit code, what was commented).
-    A check that fails still replaces the comment, so an earlier "ok" never stands for a head that
-    could not be judged."""
-    from reconciler.check_render import render_check_markdown
-
-    try:
-        report = check_once(config, ref, now, pull_request=pull_request)
-    except ReconcilerError as exc:
-        if pull_request is not None:
-            failed = f"{MARKER}\n**failed**: could not check `{_inline(ref)}`: {_inline(str(exc))}\n"
-            comment_on(config, pull_request, failed, forge)
-        raise
-    body = render_check_markdown(report)
-    said = comment_on(config, pull_request, body, forge) if pull_request is not None else ""
-    return body, report.exit_code, said
-
-
-def _inline(text: str) -> str:
-    """Untrusted text inside a Markdown code span: no backtick, no line break."""
-    return " ".join(text.replace("`", "'").split())
-
-
-def comment_on(config: Config, pull_request: int, body: str, forge: Forge | None = None) -> str:
-    """Create or update check's one comment on the pull request; one line saying which."""
-    forge = forge or make_forge(config.forge, git_url=config.git.url)
-    return forge.upsert_comment(pull_request, MARKER, body)
-
-
-def forge_for_comments(config: Config) -> Forge:
-    """The forge `--comment` writes through; a UserError at once when it keeps no pull requests."""
-    forge = make_forge(config.forge, git_url=config.git.url)
-    if not forge.opens_pull_requests:
-        raise UserError(
-            f"--comment: forge.type is {config.forge.type}, which keeps no pull requests to comment on; "
-            "set forge.type github (with forge.repo), or drop --comment and post the printed Markdown"
-        )
-    return forge

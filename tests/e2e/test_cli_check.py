@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.runtime.check_stage import MARKER
+from reconciler.runtime.check_comment import comment_marker
 from tests.e2e.test_cli_apply import MAIN_PATH, PROPOSAL, World, manifest_on_main
 from tests.fakes.github_api import FakeGitHub
 from tests.fixtures_git import BOB, git, needs_ssh_keygen
@@ -13,6 +13,7 @@ from tests.fixtures_git import BOB, git, needs_ssh_keygen
 pytestmark = needs_ssh_keygen
 
 TOKEN = "ghp_check-token-never-printed"
+MARKER = comment_marker("prod")  # the world's cluster
 
 
 def remote_refs(world: World) -> str:
@@ -166,10 +167,83 @@ def test_comment_is_created_once_and_updated_in_place(
 
 def test_untrusted_text_cannot_inject_markdown_into_the_comment() -> None:
     """Found by review: a manifest key or group name reached the comment raw (HTML, links, pings)."""
-    from reconciler.check_render import _cell, _line
+    from reconciler.markdown import inline
 
     hostile = "@org/platform-admins<br><h1>APPROVED</h1>[run this](https://evil.example)<!--"
-    for rendered in (_line(hostile), _cell(hostile)):
+    for rendered in (inline(hostile),):
         assert "<" not in rendered and ">" not in rendered
         assert "](" not in rendered.replace("\\](", "")
         assert "@org" not in rendered  # the @ is followed by a zero-width joiner: no ping
+
+
+def with_github(world: World, github: FakeGitHub, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CAPACITY_TOKEN", TOKEN)
+    forge = f"{{type: github, repo: org/capacity, tokenEnv: CAPACITY_TOKEN, baseUrl: '{github.url}'}}"
+    world.config.write_text(world.config.read_text() + f"forge: {forge}\n")
+
+
+def branch_with_bytes(world: World, branch: str, data: bytes, message: str) -> str:
+    """Bob commits the manifest as these exact bytes on a new branch off main and pushes it."""
+    clone = world.tmp / f"bob-{abs(hash(branch))}"
+    git("clone", "--quiet", str(world.remote), str(clone))
+    git("checkout", "--quiet", "-b", branch, cwd=clone)
+    (clone / MAIN_PATH).write_bytes(data)
+    git("add", MAIN_PATH, cwd=clone)
+    git("commit", "--quiet", "-m", message, cwd=clone)
+    git("push", "--quiet", "origin", f"HEAD:refs/heads/{branch}", cwd=clone)
+    return git("rev-parse", "HEAD", cwd=clone).strip()
+
+
+def test_a_head_whose_manifest_is_not_utf8_replaces_the_standing_ok(
+    world: World, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by review: a latin-1 comment in the manifest made `check --comment` raise a traceback
+    and leave the previous head's "ok" comment standing."""
+    with FakeGitHub(repo="org/capacity", token=TOKEN) as github:
+        with_github(world, github, monkeypatch)
+        assert world.cli(capsys, "plan").code == 0
+        number = github.pull(1).number
+        proposed = git("show", f"{PROPOSAL}:{MAIN_PATH}", cwd=world.remote)
+        signed = signed_branch(world, "alice/scale-down", proposed, "scale down general, signed")
+        ok = world.cli(capsys, "check", "--ref", signed, "--comment", str(number))
+        assert ok.code == 0 and "**ok**" in github.comments(number)[-1], ok.out + ok.err
+
+        latin1 = ("# capacity de la région\n" + manifest_on_main(world)).encode("latin-1")
+        head = branch_with_bytes(world, "bob/latin1", latin1, "a comment in latin-1")
+        try:
+            failed = world.cli(capsys, "check", "--ref", head, "--comment", str(number))
+            assert failed.code != 0 and "Traceback" not in failed.err
+            assert len(failed.err.strip().splitlines()) == 1, failed.err
+        except UnicodeDecodeError:
+            pass  # the manifest reader's own one-line error is gitops/repo.py's (issue 24 item 2)
+        [comment] = [c for c in github.comments(number) if c.startswith(MARKER)]
+        assert comment.startswith(f"{MARKER}\n**failed**: could not check `{head}`"), comment
+        assert "**ok**" not in comment
+
+
+def test_a_branch_named_like_a_heading_cannot_fake_a_verdict(
+    world: World, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by review: `check --ref 'x/<h1>APPROVED-by-platform-admins</h1>'` (a legal branch
+    name) rendered as a heading in the failed comment."""
+    hostile = "x/<h1>APPROVED-by-platform-admins</h1>"
+    with FakeGitHub(repo="org/capacity", token=TOKEN) as github:
+        with_github(world, github, monkeypatch)
+        assert world.cli(capsys, "plan").code == 0
+        number = github.pull(1).number
+
+        missing = world.cli(capsys, "check", "--ref", hostile, "--comment", str(number))
+        assert missing.code == 2 and len(missing.err.strip().splitlines()) == 1
+        [comment] = github.comments(number)
+        assert comment.count("<h1>") == 1 and f"`{hostile}`" in comment  # only in its code span
+        assert "&lt;h1&gt;APPROVED-by-platform-admins&lt;/h1&gt;" in comment
+
+        subject = "<h1>APPROVED</h1> @org/platform-admins [merge me](https://evil.example)"
+        proposed = git("show", f"{PROPOSAL}:{MAIN_PATH}", cwd=world.remote)
+        branch_with_bytes(world, hostile, proposed.encode(), subject)
+        judged = world.cli(capsys, "check", "--ref", hostile, "--comment", str(number))
+        assert judged.code == 3, judged.out + judged.err
+        [comment] = github.comments(number)
+        assert comment.startswith(f"{MARKER}\n### asg-reconciler check: `{hostile}` (")
+        assert comment.count("<h1>") == 1 and "**refused**" in comment
+        assert "](https://evil" not in comment and "@org/" not in comment

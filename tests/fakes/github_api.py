@@ -14,6 +14,13 @@ a login that is no user), the pull requests of a commit (`/commits/{sha}/pulls`)
 for a token without write access, 404 for an unknown repository. An optional path prefix serves
 it as GitHub Enterprise does (`/api/v3`).
 
+GitHub's limits too: a comment or pull-request body over 65,536 characters is refused (422, with
+GitHub's words); every answer carries the `X-RateLimit-*` headers; `throttle` queues rate-limit
+answers as GitHub gives them (403 with `X-RateLimit-Remaining: 0` and `X-RateLimit-Reset`, a
+secondary limit's 403 with or without `Retry-After`, a 429 with `Retry-After`); a GitHub App
+installation token (`app_tokens`, a workflow's GITHUB_TOKEN is one) may not read `GET /user` (403
+"Resource not accessible by integration") and writes as `<slug>[bot]`, `user.type` Bot.
+
 Tests drive the world through the Python API (`push`, `grant`, `open_pull`, `review`, `dismiss`,
 `merge`), inject faults with
 `fault`, and assert on `requests` (e.g. that an unchanged proposal sent no PATCH).
@@ -41,6 +48,12 @@ answer with that (body None: {"message": ...}), or `DROP` to close the connectio
 
 DROP = "drop"
 BOT = "asg-reconciler-bot"
+BODY_LIMIT = 65_536  # characters GitHub accepts in a comment or pull-request body
+RATE_LIMIT = 5_000  # requests per hour of a personal access token
+
+PRIMARY = "primary"  # 403, X-RateLimit-Remaining: 0, X-RateLimit-Reset
+SECONDARY = "secondary"  # 403 "You have exceeded a secondary rate limit", Retry-After when given
+TOO_MANY = "429"  # 429 with Retry-After
 
 # A role as `GET .../collaborators/{user}/permission` names it: `permission` is the legacy base role
 # (maintain reads as write, triage as read), `role_name` the role itself.
@@ -101,6 +114,11 @@ class FakeGitHub:
         self.users: set[str] = set()  # other accounts that exist (lower case): permission "none"
         self.token = token
         self.read_only_tokens: set[str] = set()  # accepted for reads, 403 on writes
+        self.body_limit = BODY_LIMIT  # a test may lower it (GitHub counting more strictly than we cut)
+        self.app_tokens: dict[str, str] = {}  # GitHub App installation token -> its bot's login
+        self.throttled: list[tuple[str, int | None]] = []  # (kind, seconds) answered to the next requests
+        self.rate_used = 0
+        self._actor: tuple[str, str] = (BOT, "User")  # who the request being served writes as
         self.prefix = prefix.rstrip("/")
         self._host = host
         self._lock = threading.RLock()
@@ -159,6 +177,10 @@ class FakeGitHub:
             self.branches.clear()
             self.requests.clear()
             self.read_only_tokens.clear()
+            self.app_tokens.clear()
+            self.throttled.clear()
+            self.rate_used = 0
+            self.body_limit = BODY_LIMIT
             self.fault = None
             self.collaborators = {BOT.lower(): "write"}
             self.users.clear()
@@ -274,8 +296,10 @@ class FakeGitHub:
             pull.merge_commit_sha = sha or _sha(f"merge:{pull.number}:{pull.head_sha}")
             return pull.merge_commit_sha
 
-    def add_comment(self, number: int, login: str, body: str, *, repo: str | None = None) -> int:
-        """A comment by someone else (a person on the pull request); its id."""
+    def add_comment(
+        self, number: int, login: str, body: str, *, repo: str | None = None, user_type: str = "User"
+    ) -> int:
+        """A comment by someone else (a person, or with `user_type` "Bot" an App); its id."""
         with self._lock:
             pull = self.pull(number, repo=repo)
             comment_id = self._take_id()
@@ -283,11 +307,18 @@ class FakeGitHub:
                 {
                     "id": comment_id,
                     "body": body,
-                    "user": {"login": login},
+                    "user": {"login": login, "type": user_type},
                     "html_url": f"{pull_url(pull)}#c{comment_id}",
                 }
             )
             return comment_id
+
+    def throttle(self, kind: str, seconds: int | None = None, *, times: int = 1) -> None:
+        """The next `times` authenticated requests are refused as GitHub refuses over a rate limit
+        (`kind` PRIMARY, SECONDARY or TOO_MANY; `seconds` until the reset, or the Retry-After;
+        SECONDARY with None names no time, as GitHub sometimes does)."""
+        with self._lock:
+            self.throttled += [(kind, seconds)] * times
 
     def comments(self, number: int, *, repo: str | None = None) -> list[str]:
         with self._lock:
@@ -323,16 +354,74 @@ class FakeGitHub:
                 status, payload = result
                 return status, payload or {"message": f"fault {status}"}, {}
         scheme, _, token = authorization.partition(" ")
-        if scheme.lower() not in ("bearer", "token") or token not in {self.token, *self.read_only_tokens}:
+        if scheme.lower() not in ("bearer", "token") or token not in {
+            self.token,
+            *self.read_only_tokens,
+            *self.app_tokens,
+        }:
             return (
                 401,
                 {"message": "Bad credentials", "documentation_url": "https://docs.github.com/rest"},
                 {},
             )
-        if method != "GET" and token in self.read_only_tokens:
-            return 403, {"message": "Resource not accessible by personal access token"}, {}
         with self._lock:
-            return self._route(method, path, query, body)
+            limited = self._rate_limited()
+            if limited is not None:
+                return limited
+            headers = self._rate_headers()
+        if method != "GET" and token in self.read_only_tokens:
+            return 403, {"message": "Resource not accessible by personal access token"}, headers
+        with self._lock:
+            app = self.app_tokens.get(token)
+            self._actor = (app, "Bot") if app else (BOT, "User")
+            if app and path == "/user":
+                return (
+                    403,
+                    {
+                        "message": "Resource not accessible by integration",
+                        "documentation_url": "https://docs.github.com/rest/users/users#get-the-authenticated-user",
+                        "status": "403",
+                    },
+                    headers,
+                )
+            status, payload, extra = self._route(method, path, query, body)
+            return status, payload, {**headers, **extra}
+
+    def _rate_headers(self, remaining: int | None = None) -> dict[str, str]:
+        self.rate_used += 1
+        left = max(0, RATE_LIMIT - self.rate_used) if remaining is None else remaining
+        return {
+            "X-RateLimit-Limit": str(RATE_LIMIT),
+            "X-RateLimit-Remaining": str(left),
+            "X-RateLimit-Reset": str(int(datetime.now(UTC).timestamp()) + 3600),
+            "X-RateLimit-Used": str(self.rate_used),
+            "X-RateLimit-Resource": "core",
+        }
+
+    def _rate_limited(self) -> tuple[int, Any, dict[str, str]] | None:
+        """The next queued rate-limit answer, as GitHub words it (docs: "Rate limits for the REST API")."""
+        if not self.throttled:
+            return None
+        kind, seconds = self.throttled.pop(0)
+        docs = "https://docs.github.com/rest/using-the-rest-api/rate-limits-for-the-rest-api"
+        if kind == PRIMARY:
+            headers = self._rate_headers(remaining=0)
+            headers["X-RateLimit-Reset"] = str(int(datetime.now(UTC).timestamp()) + (seconds or 0))
+            return (
+                403,
+                {"message": "API rate limit exceeded for user ID 1.", "documentation_url": docs},
+                headers,
+            )
+        headers = self._rate_headers()
+        if seconds is not None:
+            headers["Retry-After"] = str(seconds)
+        if kind == TOO_MANY:
+            return 429, {"message": "Too Many Requests", "documentation_url": docs}, headers
+        message = (
+            "You have exceeded a secondary rate limit. Please wait a few minutes before you try again. "
+            "If you reach out to GitHub Support for help, please include the request ID 0000:0000."
+        )
+        return 403, {"message": message, "documentation_url": docs}, headers
 
     def _route(
         self, method: str, path: str, query: dict[str, str], body: Any
@@ -374,11 +463,14 @@ class FakeGitHub:
         if (kind, sub, method) == ("issues", "/comments", "POST"):
             if not isinstance(body, dict) or not body.get("body"):
                 return _invalid("IssueComment", "body", "missing_field")
+            if len(str(body["body"])) > self.body_limit:
+                return _too_long("IssueComment", "data", "unprocessable", "Body", self.body_limit)
             comment_id = self._take_id()
+            login, user_type = self._actor
             comment = {
                 "id": comment_id,
                 "body": body["body"],
-                "user": {"login": BOT},
+                "user": {"login": login, "type": user_type},
                 "html_url": f"{pull_url(pull)}#issuecomment-{comment_id}",
             }
             pull.comments.append(comment)
@@ -406,6 +498,8 @@ class FakeGitHub:
         """PATCH /repos/{repo}/issues/comments/{id}: edit a comment's body in place."""
         if not isinstance(body, dict) or not body.get("body"):
             return _invalid("IssueComment", "body", "missing_field")
+        if len(str(body["body"])) > self.body_limit:
+            return _too_long("IssueComment", "data", "unprocessable", "Body", self.body_limit)
         for pull in self.pulls.values():
             for comment in pull.comments:
                 if pull.repo == repo and comment["id"] == comment_id:
@@ -455,6 +549,8 @@ class FakeGitHub:
         for key in ("title", "head", "base"):
             if not body.get(key):
                 return _invalid("PullRequest", key, "missing_field")
+        if len(str(body.get("body") or "")) > self.body_limit:
+            return _too_long("PullRequest", "body", "custom", "body", self.body_limit)
         head, base = str(body["head"]).split(":")[-1], str(body["base"])
         if head == base:
             return _invalid("PullRequest", "base", "invalid")
@@ -476,13 +572,17 @@ class FakeGitHub:
                 )
         sha = self.branches.get((repo, head)) or self.push(head, repo=repo)
         number = 1 + max((n for r, n in self.pulls if r == repo), default=0)
-        pull = _Pull(number, repo, str(body["title"]), str(body.get("body") or ""), head, base, sha)
+        pull = _Pull(
+            number, repo, str(body["title"]), str(body.get("body") or ""), head, base, sha, self._actor[0]
+        )
         self.pulls[(repo, number)] = pull
         return 201, pull_json(pull, full=True), {}
 
     def _edit_pull(self, pull: _Pull, body: Any) -> tuple[int, Any, dict[str, str]]:
         if not isinstance(body, dict):
             return 400, {"message": "Problems parsing JSON"}, {}
+        if len(str(body.get("body") or "")) > self.body_limit:
+            return _too_long("PullRequest", "body", "custom", "body", self.body_limit)
         if "state" in body:
             if body["state"] not in ("open", "closed"):
                 return _invalid("PullRequest", "state", "invalid")
@@ -503,6 +603,13 @@ def _invalid(resource: str, field_name: str, code: str, message: str = "") -> tu
     if message:
         error["message"] = message
     return 422, {"message": "Validation Failed", "errors": [error]}, {}
+
+
+def _too_long(
+    resource: str, field_name: str, code: str, word: str, limit: int
+) -> tuple[int, Any, dict[str, str]]:
+    """GitHub's 422 for a body over the limit (its words differ a little per resource)."""
+    return _invalid(resource, field_name, code, f"{word} is too long (maximum is {limit} characters)")
 
 
 def pull_url(pull: _Pull) -> str:

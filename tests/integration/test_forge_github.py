@@ -289,8 +289,11 @@ def test_reads_retry_transient_failures_and_writes_do_not(github: FakeGitHub) ->
 
 def test_rate_limit_is_not_reported_as_a_permission_problem(github: FakeGitHub) -> None:
     github.fault = lambda method, path: (403, {"message": "API rate limit exceeded for user ID 1."})
-    with pytest.raises(OperationError, match="rate limit reached"):
-        forge_for(github).find_open(HEAD)
+    naps: list[float] = []
+    forge = replace(forge_for(github), sleep=naps.append)
+    with pytest.raises(OperationError, match="rate limit reached") as info:
+        forge.find_open(HEAD)
+    assert "permission" not in str(info.value) and naps == [60.0]  # a minute, then beyond max_wait
 
 
 def test_moved_repository_is_not_followed(github: FakeGitHub) -> None:

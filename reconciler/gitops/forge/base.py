@@ -199,10 +199,12 @@ class Forge(Protocol):
         """Close, and say why in a comment (the branch itself is deleted by the git layer)."""
         ...
 
-    def upsert_comment(self, number: int, marker: str, body: str) -> str:
-        """Keep one comment on pull request `number` up to date: edit the comment of ours that
-        starts with `marker` (a hidden `<!-- ... -->` line), or add one when there is none; never
-        a second one. `body` must start with `marker`. Returns one line saying what was done."""
+    def upsert_comment(self, number: int, marker: str, body: str, *, legacy: tuple[str, ...] = ()) -> str:
+        """Keep one comment on pull request `number` up to date: edit the comment of ours (written
+        by this token's identity, never anyone else's) whose first line is `marker` (a hidden
+        `<!-- ... -->` line), else our newest one with a `legacy` marker, or add one when there is
+        none; never a second one. `body` must start with `marker`. Returns one line saying what
+        was done."""
         ...
 
     def reviews(self, pr: PullRequest, head_sha: str, *, ignore: Collection[str] = ()) -> Reviews:

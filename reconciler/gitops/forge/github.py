@@ -7,15 +7,21 @@ default and fills lazy objects with extra GETs, while here every call is visible
 Endpoints (and nothing else; tests/fakes/github_api.py serves exactly these):
 `GET /repos/{repo}` (only to explain a 404), `GET|POST /repos/{repo}/pulls`,
 `GET|PATCH /repos/{repo}/pulls/{n}`, `GET /repos/{repo}/pulls/{n}/reviews`,
-`POST /repos/{repo}/issues/{n}/comments`, for `check --comment` `GET /repos/{repo}/issues/{n}/comments`
-and `PATCH /repos/{repo}/issues/comments/{id}`, for the `github-reviews` approval gate
-`GET /repos/{repo}/commits/{sha}/pulls`, and to count an approval
-`GET /repos/{repo}/collaborators/{user}/permission` (only people who may write count, as in branch
-protection) and `GET /user` (the token's own account never counts).
+`POST /repos/{repo}/issues/{n}/comments`, for `check --comment` `GET /repos/{repo}/issues/{n}/comments`,
+`PATCH /repos/{repo}/issues/comments/{id}` and `GET /user` (who the token is, unless `forge.botLogin`
+says), for the `github-reviews` approval gate `GET /repos/{repo}/commits/{sha}/pulls`, and to count an
+approval `GET /repos/{repo}/collaborators/{user}/permission` (only people who may write count, as in
+branch protection) and `GET /user` (the token's own account never counts).
 
-The token is read from the environment variable `forge.tokenEnv` at request time, sent only to
-`forge.baseUrl` (redirects are not followed, so it never travels elsewhere), and never appears in
-a message: errors name the variable instead.
+The token is read at every request, from the file `forge.tokenFile` when set (a GitHub App
+installation token expires after an hour; whatever refreshes the file, `run` uses the new one) else
+from the environment variable `forge.tokenEnv`; it is sent only to `forge.baseUrl` (redirects are
+not followed, so it never travels elsewhere), and never appears in a message: errors name the file
+or the variable instead.
+
+Rate limits are waited out as GitHub asks (`Retry-After`; `X-RateLimit-Remaining: 0` until
+`X-RateLimit-Reset`; a secondary limit without either: a minute, then longer), within `max_wait`
+seconds in all per call; a longer wait is an error saying when to try again.
 """
 
 from __future__ import annotations
@@ -27,10 +33,13 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from email.message import Message
+from pathlib import Path
 from typing import Any
+
+import tenacity
 
 from reconciler.config import ForgeConfig
 from reconciler.errors import OperationError, ReconcilerError, UserError
@@ -49,8 +58,8 @@ NAME = "github"
 PERMISSION = "pull requests: write"
 API_VERSION = "2022-11-28"
 PAGE_SIZE = 100
-ACTIONS_BOT = "github-actions[bot]"  # who a workflow's GITHUB_TOKEN comments as
 USER_AGENT = "asg-reconciler"
+SECONDARY_WAIT = 60.0  # a secondary rate limit that names no time: GitHub asks for a minute at least
 _READ_REPO = "read the repository"
 
 
@@ -77,6 +86,11 @@ class GitHubForge:
     timeout: float = 15.0
     retries: int = 2  # extra attempts for reads that hit a network error or a 5xx
     backoff: float = 0.5  # seconds, doubled per attempt
+    # seconds one call may wait for rate limits, in all: one secondary-limit minute, and below the
+    # three `run.interval`s after which `run`'s /healthz calls a stage stalled
+    max_wait: float = 60.0
+    sleep: Callable[[float], None] = field(default=time.sleep, repr=False, compare=False)
+    _login: dict[str, str | None] = field(default_factory=dict, repr=False, compare=False)
 
     name = NAME
     opens_pull_requests = True
@@ -141,24 +155,20 @@ class GitHubForge:
             what=f"comment on pull request #{pr.number}",
         )
 
-    def upsert_comment(self, number: int, marker: str, body: str) -> str:
-        if not body.startswith(marker):
-            raise ValueError("the comment body must start with its marker")
+    def upsert_comment(self, number: int, marker: str, body: str, *, legacy: tuple[str, ...] = ()) -> str:
+        if not body.startswith(marker + "\n"):
+            raise ValueError("the comment body must start with its marker line")
         comments = self._get_all(
             f"{self._repo_path}/issues/{number}/comments",
             {"per_page": str(PAGE_SIZE)},
             f"list the comments of pull request #{number}",
         )
-        # Ours: written by this token's identity and starting with the marker. Anyone can paste the
-        # marker into a comment of their own; editing theirs would leave our old verdict standing.
-        me = self._own_login()
-        ours = [
-            c
-            for c in comments
-            if str(c.get("body") or "").startswith(marker)
-            and c.get("id")
-            and str(_get(c, "user", "login") or "") == me
-        ]
+        # Ours: the marker as its first line and written by this token's identity. Anyone can paste
+        # the marker into a comment of their own; editing theirs would leave our old verdict standing.
+        mine = self._mine(
+            [c for c in comments if _first_line(c) in (marker, *legacy) and c.get("id")], number
+        )
+        ours = [c for c in mine if _first_line(c) == marker] or mine
         if not ours:
             response = self._call(
                 "POST",
@@ -166,6 +176,9 @@ class GitHubForge:
                 {"body": body},
                 what=f"comment on pull request #{number}",
             )
+            login = _get(response.data, "user", "login")
+            if login:
+                self._login.setdefault("login", str(login))  # a later upsert edits this one
             return f"commented on pull request #{number}: {_get(response.data, 'html_url') or ''}".rstrip(
                 ": "
             )
@@ -181,14 +194,38 @@ class GitHubForge:
         )
         return f"updated the comment on pull request #{number}: {url}".rstrip(": ")
 
-    def _own_login(self) -> str:
-        """Who this token comments as: GET /user, which a workflow's GITHUB_TOKEN may not read
-        (403): it comments as github-actions[bot]."""
-        try:
-            response = self._call("GET", "/user", what="read the token's own user")
-        except ReconcilerError:
-            return ACTIONS_BOT
-        return str(_get(response.data, "login") or ACTIONS_BOT)
+    def _mine(self, comments: list[dict[str, Any]], number: int) -> list[dict[str, Any]]:
+        """The comments this token wrote. Its login is `forge.botLogin`, else `GET /user`'s. A GitHub
+        App installation token (a workflow's GITHUB_TOKEN is one) may not read `/user` (403): then
+        ours are those by a bot (`user.type` Bot; a person's account never is one), as long as they
+        are all by one bot; comments with the marker by two bots are ambiguous: name ours."""
+        if not comments:
+            return []
+        me = self._own_login()
+        if me is not None:
+            return [c for c in comments if str(_get(c, "user", "login") or "").lower() == me.lower()]
+        bots = [c for c in comments if _get(c, "user", "type") == "Bot"]
+        logins = sorted({str(_get(c, "user", "login") or "") for c in bots})
+        if len(logins) > 1:
+            raise UserError(
+                f"forge.botLogin: comments on pull request #{number} with check's marker are by "
+                f"{', '.join(logins)}, and this token (a GitHub App's) cannot tell which is itself; set "
+                "forge.botLogin to the login it comments as (the App's slug plus [bot], e.g. my-app[bot])"
+            )
+        return bots
+
+    def _own_login(self) -> str | None:
+        """Who this token comments as: `forge.botLogin`, else `GET /user`; None when GitHub will
+        not say (403: an App installation token, a workflow's GITHUB_TOKEN)."""
+        if self.config.bot_login:
+            return self.config.bot_login
+        if "login" not in self._login:
+            try:
+                response = self._call("GET", "/user", what="read the token's own user", forbidden_ok=True)
+            except _Forbidden:
+                return None
+            self._login["login"] = str(_get(response.data, "login") or "") or None
+        return self._login["login"]
 
     def close(self, pr: PullRequest, reason: str) -> PullRequest:
         if pr.state == CLOSED:
@@ -294,18 +331,41 @@ class GitHubForge:
         return parts._replace(netloc=netloc).geturl()
 
     def _token(self) -> str:
-        env = self.config.token_env
-        token = self.environ.get(env, "").strip()
+        """The token as of now: the file `forge.tokenFile` when set, read again at every request
+        (whatever refreshes it, a sidecar or GitHub's token tools, the next request uses the new
+        one), else the environment variable `forge.tokenEnv`."""
+        if self.config.token_file:
+            path = self.config.token_file
+            try:
+                token = Path(path).read_text(encoding="utf-8").strip()
+            except (OSError, UnicodeDecodeError) as exc:
+                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+                raise UserError(
+                    f"forge.tokenFile: {path} cannot be read ({reason}); write a GitHub token with "
+                    f"{PERMISSION} on {self.config.repo} there, or unset forge.tokenFile for forge.tokenEnv"
+                ) from None
+            source = f"forge.tokenFile: {path}"
+        else:
+            env = self.config.token_env
+            token = self.environ.get(env, "").strip()
+            if not token:
+                raise UserError(
+                    f"forge.tokenEnv: the environment variable {env} is not set; set it to a GitHub token "
+                    f"with {PERMISSION} on {self.config.repo} (forge.type github)"
+                )
+            source = f"forge.tokenEnv: the value of {env}"
         if not token:
-            raise UserError(
-                f"forge.tokenEnv: the environment variable {env} is not set; set it to a GitHub token "
-                f"with {PERMISSION} on {self.config.repo} (forge.type github)"
-            )
+            raise UserError(f"{source} is empty; it must hold a GitHub token with {PERMISSION}")
         if not all(" " < ch < "\x7f" for ch in token):  # http.client would echo it in its error
-            raise UserError(
-                f"forge.tokenEnv: the value of {env} is not a token (it has spaces or control characters)"
-            )
+            raise UserError(f"{source} is not a token (it has spaces or control characters)")
         return token
+
+    @property
+    def _token_named(self) -> str:
+        """Where the token comes from, for messages (never the token)."""
+        if self.config.token_file:
+            return f"the token in {self.config.token_file} (forge.tokenFile)"
+        return f"the token in ${self.config.token_env}"
 
     def _get_all(self, path: str, query: Mapping[str, str], what: str) -> list[dict[str, Any]]:
         """Every page of a list endpoint, following `Link: rel="next"` only within the base URL."""
@@ -337,24 +397,70 @@ class GitHubForge:
         *,
         what: str,
         unprocessable: bool = False,
+        forbidden_ok: bool = False,
         accept: frozenset[int] = frozenset(),
     ) -> _Response:
-        """One request with retries for idempotent reads; every failure becomes a one-line error
-        (a 422 stays `_Unprocessable` when the caller asked to look at it, and a status in `accept`
-        is returned as an answer for the caller to read)."""
-        attempt = 0
-        while True:
+        """One request, tried again (tenacity) when GitHub or the network asks for it: a rate limit
+        for any method (GitHub did not act on the request), a network error or 5xx for reads, a 401
+        once when `forge.tokenFile` has meanwhile been refreshed. Every failure becomes a one-line
+        error; a 422 stays `_Unprocessable` when the caller asked to look at it, a 403 that is no
+        rate limit `_Forbidden` likewise; a status in `accept` is returned as an answer for the caller
+        to read."""
+        url = self._url(path)
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception(lambda exc: self._again(exc, method)),
+            wait=self._wait,
+            stop=self._stop,
+            sleep=self.sleep,
+            reraise=True,
+        )
+        try:
+            return retrying(self._send, method, url, payload, what, accept)
+        except _Unprocessable as exc:
+            if unprocessable:
+                raise
+            raise exc.error from None
+        except _Forbidden as exc:
+            if forbidden_ok:
+                raise
+            raise exc.error from None
+        except _RateLimited as exc:
+            raise exc.final(self.max_wait) from None
+        except (_Retryable, _Rejected) as exc:
+            raise exc.error from None
+
+    def _again(self, exc: BaseException, method: str) -> bool:
+        if isinstance(exc, _RateLimited):
+            return True
+        if isinstance(exc, _Retryable):
+            return method == "GET"
+        if isinstance(exc, _Rejected) and self.config.token_file:
             try:
-                return self._send(method, self._url(path), payload, what, accept)
-            except _Unprocessable as exc:
-                if unprocessable:
-                    raise
-                raise exc.error from None
-            except _Retryable as exc:
-                if method != "GET" or attempt >= self.retries:
-                    raise exc.error from None
-                time.sleep(self.backoff * 2**attempt)
-                attempt += 1
+                return self._token() != exc.token  # refreshed since: the new one gets its chance
+            except UserError:
+                return False
+        return False
+
+    def _wait(self, state: tenacity.RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        if isinstance(exc, _RateLimited):
+            if exc.wait is not None:
+                return float(exc.wait)
+            limited = state.attempt_number  # secondary limit, no time named: a minute, then longer
+            return SECONDARY_WAIT * float(2 ** (limited - 1))
+        if isinstance(exc, _Retryable):
+            return float(self.backoff * 2 ** (state.attempt_number - 1))
+        return 0.0
+
+    def _stop(self, state: tenacity.RetryCallState) -> bool:
+        exc = state.outcome.exception() if state.outcome else None
+        if isinstance(exc, _RateLimited):
+            waited = state.idle_for + state.upcoming_sleep
+            exc.needed = state.upcoming_sleep
+            return waited > self.max_wait
+        if isinstance(exc, _Rejected):
+            return state.attempt_number > 1
+        return state.attempt_number > self.retries
 
     def _send(
         self, method: str, url: str, payload: Any, what: str, accept: frozenset[int] = frozenset()
@@ -366,7 +472,8 @@ class GitHubForge:
         request.add_header("User-Agent", USER_AGENT)
         if data is not None:
             request.add_header("Content-Type", "application/json")
-        request.add_unredirected_header("Authorization", f"Bearer {self._token()}")
+        token = self._token()
+        request.add_unredirected_header("Authorization", f"Bearer {token}")
         opener = urllib.request.build_opener(_NoRedirect)
         try:
             with opener.open(request, timeout=self.timeout) as reply:
@@ -374,9 +481,12 @@ class GitHubForge:
         except urllib.error.HTTPError as exc:
             with exc:
                 raw = exc.read()
-            if exc.code in accept:
-                return _Response(exc.code, None, exc.headers)
-            raise self._http_error(exc.code, raw, exc.headers, what) from None
+            error = self._http_error(exc.code, raw, exc.headers, what)
+            if exc.code in accept and not isinstance(error, _RateLimited):
+                return _Response(exc.code, None, exc.headers)  # a rate limit is waited out instead
+            if isinstance(error, _Rejected):
+                error.token = token
+            raise error from None
         except (OSError, http.client.HTTPException) as exc:
             reason = (
                 exc.reason if isinstance(exc, urllib.error.URLError) else (str(exc) or type(exc).__name__)
@@ -394,20 +504,25 @@ class GitHubForge:
 
     def _http_error(self, status: int, raw: bytes, headers: Message, what: str) -> Exception:
         message = _error_message(raw)
-        env, repo, base = self.config.token_env, self.config.repo, self._shown_base
+        token, repo, base = self._token_named, self.config.repo, self._shown_base
         if status == 401:
-            return OperationError(
-                f"GitHub at {base} rejected the token in ${env} ({status}: {message}); set {env} to a "
-                f"valid token with {PERMISSION} on {repo}"
-            )
-        if status == 403 or status == 429:
-            if headers.get("X-RateLimit-Remaining") == "0" or "rate limit" in message.lower():
-                return OperationError(
-                    f"GitHub at {base} rate limit reached while trying to {what}: {message}"
+            return _Rejected(
+                OperationError(
+                    f"GitHub at {base} rejected {token} ({status}: {message}); set it to a valid token "
+                    f"with {PERMISSION} on {repo}"
                 )
-            return OperationError(
-                f"GitHub at {base} refused to {what} with the token in ${env} ({status}: {message}); "
-                f"the token needs {PERMISSION} on {repo}"
+            )
+        if status in (403, 429):
+            limited = _rate_limited(
+                status, headers, message, f"GitHub at {base} rate limit reached while trying to {what}"
+            )
+            if limited is not None:
+                return limited
+            return _Forbidden(
+                OperationError(
+                    f"GitHub at {base} refused to {what} with {token} ({status}: {message}); "
+                    f"the token needs {PERMISSION} on {repo}"
+                )
             )
         if status == 404:
             return self._not_found(what)
@@ -427,10 +542,10 @@ class GitHubForge:
     def _not_found(self, what: str) -> ReconcilerError:
         """GitHub says 404 both for a missing repository and one the token cannot see; tell them apart
         from a missing pull request with one extra read, only on this error path."""
-        repo, env, base = self.config.repo, self.config.token_env, self._shown_base
+        repo, base = self.config.repo, self._shown_base
         repo_missing = UserError(
-            f"forge.repo: {repo!r} not found at {base} (check owner/name and forge.baseUrl, and that the "
-            f"token in ${env} can read it)"
+            f"forge.repo: {repo!r} not found at {base} (check owner/name and forge.baseUrl, and that "
+            f"{self._token_named} can read it)"
         )
         if what.startswith((_READ_REPO, "list pull requests", "open a pull request")):
             return repo_missing
@@ -438,9 +553,66 @@ class GitHubForge:
             self._send("GET", self._url(self._repo_path), None, _READ_REPO)
         except ReconcilerError as exc:
             return repo_missing if isinstance(exc, UserError) else exc
-        except (_Retryable, _Unprocessable) as exc:
+        except (_Retryable, _Unprocessable, _Forbidden, _Rejected) as exc:
             return exc.error
+        except _RateLimited as exc:
+            return OperationError(f"{exc.said}: {exc.message}")
         return UserError(f"GitHub at {base}: could not {what}: not found in {repo}")
+
+
+def _rate_limited(status: int, headers: Message, message: str, said: str) -> _RateLimited | None:
+    """A 403 or 429 that is a rate limit, and how long GitHub asks to wait (None: a secondary limit
+    that names no time); None when it is a refusal (the token lacks a permission)."""
+    retry_after = (headers.get("Retry-After") or "").strip()
+    if retry_after.isdigit():
+        return _RateLimited(said, message, float(retry_after))
+    if headers.get("X-RateLimit-Remaining") == "0":
+        reset = (headers.get("X-RateLimit-Reset") or "").strip()
+        if reset.isdigit():
+            return _RateLimited(said, message, max(0.0, int(reset) - time.time()) + 1.0, reset_at=int(reset))
+        return _RateLimited(said, message, None)
+    if status == 429 or "rate limit" in message.lower():
+        return _RateLimited(said, message, None)
+    return None
+
+
+class _RateLimited(Exception):
+    """GitHub asks to wait `wait` seconds (None: at least a minute) before asking again."""
+
+    def __init__(self, said: str, message: str, wait: float | None, *, reset_at: int | None = None) -> None:
+        super().__init__(said)
+        self.said, self.message, self.wait, self.reset_at = said, message, wait, reset_at
+        self.needed = wait or SECONDARY_WAIT
+
+    def final(self, max_wait: float) -> OperationError:
+        """The error once waiting would take longer than `max_wait` seconds in all."""
+        if self.reset_at is not None:
+            when = f"it resets at {time.strftime('%H:%M:%S UTC', time.gmtime(self.reset_at))}"
+        elif self.wait is not None:
+            when = f"GitHub asks to wait {self.wait:.0f} s"
+        else:
+            when = f"GitHub names no time, and the next wait would be {self.needed:.0f} s"
+        return OperationError(
+            f"{self.said}: {self.message}; {when}, beyond the {max_wait:.0f} s asg-reconciler waits "
+            "for one call: the next run tries again"
+        )
+
+
+class _Forbidden(Exception):
+    """A 403 that is no rate limit: the token may not do this."""
+
+    def __init__(self, error: OperationError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class _Rejected(Exception):
+    """A 401, with the token sent (a refreshed `forge.tokenFile` gets one more try)."""
+
+    def __init__(self, error: OperationError, token: str = "") -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.token = token
 
 
 class _Retryable(Exception):
@@ -494,6 +666,10 @@ def _pull(data: Any) -> PullRequest:
         merge_commit_sha=data.get("merge_commit_sha") if merged else None,
         author=str(_get(data, "user", "login") or ""),
     )
+
+
+def _first_line(comment: dict[str, Any]) -> str:
+    return str(comment.get("body") or "").split("\n", 1)[0].strip()
 
 
 def _error_message(raw: bytes) -> str:

@@ -1,13 +1,13 @@
 """examples/docker/Dockerfile: linted, and everything about the image that can be checked without a
 container runtime.
 
-This machine has the docker CLI but no daemon (and CI the same), so the image itself is not built
-here. What is tested instead: hadolint at warning level; the properties a reviewer looks for (one
-base for every stage: its tag, or pinned by a real digest; builder/runtime stages, non-root uid
-65532, the entrypoint, OCI labels, no pip or apt cache left behind); and the builder stage's work: the
-wheel `pip wheel --no-deps` builds from exactly the files the Dockerfile copies holds the package data
-(the JSON schemas, the demo YAML), declares the project's dependencies and entry point, and, installed into a fresh virtualenv,
-runs `asg-reconciler validate` (which reads the packaged schemas). With a daemon and
+This machine has the docker CLI but no daemon (and CI the same), so the image itself is not built here.
+What is tested instead: hadolint at warning level; the properties a reviewer looks for (one base for
+every stage: its tag, or pinned by a real digest; builder/runtime stages, non-root uid 65532, the
+entrypoint, OCI labels, no pip or apt cache left behind); and the builder stage's work: the wheel `pip
+wheel --no-deps` builds from exactly the files the Dockerfile copies holds the package data (the JSON
+schemas, the demo YAML), declares the project's dependencies and entry point, and, installed into a fresh
+virtualenv, runs `asg-reconciler validate` (which reads the packaged schemas). With a daemon and
 ASG_RECONCILER_DOCKER_BUILD=1 the image is built and run too.
 """
 

@@ -28,6 +28,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.composer import Composer
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.events import AliasEvent, CollectionStartEvent
+from ruamel.yaml.scanner import RoundTripScanner, Scanner
 
 from reconciler.errors import UserError
 
@@ -120,11 +121,34 @@ class _GuardedComposer(Composer):
         return node
 
 
+def _flow_start(scanner: Scanner) -> None:
+    """Refuse the `[` or `{` that would open flow level MAX_DEPTH + 1, in the scanner already: each
+    of them may start a key, so the scanner reads up to 1,024 characters ahead to decide, keeping
+    every open one as a candidate; 1,000 nested `[` took seconds before the composer saw any."""
+    if scanner.flow_level >= MAX_DEPTH:
+        raise _Refused(problem=_TOO_DEEP, problem_mark=scanner.reader.get_mark())
+
+
+class _GuardedScanner(Scanner):
+    def fetch_flow_collection_start(self, TokenClass: Any, to_push: str) -> None:
+        _flow_start(self)
+        super().fetch_flow_collection_start(TokenClass, to_push)
+
+
+class _GuardedRoundTripScanner(RoundTripScanner):
+    def fetch_flow_collection_start(self, TokenClass: Any, to_push: str) -> None:
+        _flow_start(self)
+        super().fetch_flow_collection_start(TokenClass, to_push)
+
+
 def yaml_loader(typ: str = "rt") -> YAML:
     """The one way to read YAML we are handed: `rt` keeps comments and lines (manifests, configs),
     `safe` builds plain values (snapshots). Always the pure-Python parser: the C one would bypass
-    the guarded composer."""
+    the guarded scanner and composer."""
+    if typ not in ("rt", "safe"):
+        raise ValueError(f"yaml_loader: typ {typ!r} (rt or safe)")
     yaml = YAML(typ=typ, pure=True)
+    yaml.Scanner = _GuardedRoundTripScanner if typ == "rt" else _GuardedScanner
     yaml.Composer = _GuardedComposer
     return yaml
 
@@ -133,7 +157,8 @@ def parse_yaml(text: str, label: str, loader: YAML | None = None) -> Any:
     """One document from `text` (with `loader`, a `yaml_loader` the caller has configured); every
     problem, a refused anchor or depth included, is one UserError line `label:line: ...`."""
     yaml = loader or yaml_loader()
-    if yaml.Composer is not _GuardedComposer:
+    guarded = yaml.Scanner in (_GuardedScanner, _GuardedRoundTripScanner)
+    if yaml.Composer is not _GuardedComposer or not guarded:
         raise TypeError("parse_yaml needs a loader made by yaml_loader()")
     try:
         return yaml.load(text)

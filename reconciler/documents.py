@@ -37,6 +37,10 @@ _NO_ANCHORS = (
     "YAML anchors and aliases are refused, so a small file cannot expand to millions of values "
     "(write the value out in full; `yq 'explode(.)' FILE` does it)"
 )
+JSON_TOO_DEEP = (
+    "JSON nested too deeply to read (nothing asg-reconciler reads needs more than "
+    f"{MAX_DEPTH} levels; flatten it)"
+)  # JSON has no aliases; its readers catch the RecursionError of a document like `[[[[...]]]]`
 _TOO_DEEP = (
     f"nested more than {MAX_DEPTH} levels deep (nothing asg-reconciler reads needs that many; flatten it)"
 )

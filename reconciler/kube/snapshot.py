@@ -31,7 +31,7 @@ from typing import Any
 import msgspec
 from ruamel.yaml.error import YAMLError
 
-from reconciler.documents import parse_yaml_all
+from reconciler.documents import JSON_TOO_DEEP, parse_yaml_all
 from reconciler.errors import UserError
 from reconciler.kube.schema import READ_KINDS, envelope_decoder, item_decoder, kind_decoder
 from reconciler.kube.state import StateBuilder
@@ -97,6 +97,13 @@ def _read(file: Path) -> bytes:
 
 
 def _objects(file: Path) -> Iterator[Object]:
+    try:
+        yield from _parsed(file)
+    except RecursionError:  # the JSON decoders recurse; YAML's depth is refused before this
+        raise UserError(f"{file}: {JSON_TOO_DEEP}") from None
+
+
+def _parsed(file: Path) -> Iterator[Object]:
     data = _read(file)
     stripped = data.lstrip()
     if not stripped:

@@ -23,7 +23,7 @@ from typing import Any
 import jsonschema
 from ruamel.yaml.comments import CommentedMap
 
-from reconciler.documents import check, decode_utf8, load_schema, parse_yaml, plain
+from reconciler.documents import JSON_TOO_DEEP, check, decode_utf8, load_schema, parse_yaml, plain
 from reconciler.errors import UserError
 from reconciler.kube.parse import ObjectReader
 from reconciler.model import Pod, Taint
@@ -126,6 +126,8 @@ def _json_lines(label: str, text: str) -> Iterator[tuple[int, Any]]:
             raise UserError(
                 f"{label}:{number}: not valid JSON: {exc.msg} (column {exc.colno}; one JSON object per line)"
             ) from None
+        except RecursionError:
+            raise UserError(f"{label}:{number}: {JSON_TOO_DEEP}") from None
         except ValueError as exc:
             raise UserError(f"{label}:{number}: {exc} (use finite numbers)") from None
 

@@ -17,9 +17,11 @@ from reconciler.documents import MAX_DEPTH, decode_utf8, parse_yaml
 from reconciler.errors import UserError
 from reconciler.gitops.manifest import manifest_problems, parse_manifest
 from reconciler.gitops.manifest_edit import ManifestEditor
+from reconciler.gitops.records import stored_records
+from reconciler.gitops.state import decode as decode_state
 from reconciler.gitops.validate import validate_files
 from reconciler.kube.snapshot import read_snapshot
-from reconciler.simulation.trace import read_groups
+from reconciler.simulation.trace import read_groups, read_trace
 from tests.deadline import deadline
 
 LIMIT_S = 3.0  # a hang guard, not a speed test: each refusal takes milliseconds (1,000 nested `[`
@@ -177,3 +179,40 @@ def test_the_fake_kubernetes_api_answers_a_bomb_in_an_apply_patch_with_400() -> 
     with deadline(LIMIT_S), pytest.raises(ApiError) as caught:
         _json_or_yaml(body)
     assert caught.value.code == 400 and "anchor &a" in caught.value.message
+
+
+# JSON has no aliases, but its readers recurse too: 5,000 levels were a RecursionError traceback.
+DEEP_JSON = "[" * 5000 + "]" * 5000
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "line"),
+    [
+        ("trace.jsonl", '{"kind": "cluster", "x": ' + DEEP_JSON + "}\n", 1),
+        ("pods.json", '{"kind": "List", "items": [' + DEEP_JSON + "]}\n", None),  # one object
+        ("dump.json", '{"kind": "Pod"}\n{"kind": "List", "items": [' + DEEP_JSON + "]}\n", None),  # a stream
+        ("bare.json", '[{"kind": "List", "items": [' + DEEP_JSON + "]}]\n", None),
+    ],
+)
+def test_deep_json_is_one_line_not_a_recursion_error(
+    tmp_path: Path, name: str, text: str, line: int | None
+) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+
+    def snapshot(p: Path) -> Any:
+        return read_snapshot(p, datetime(2026, 1, 1, tzinfo=UTC))
+
+    read: Callable[[Path], Any] = read_trace if name.endswith(".jsonl") else snapshot
+    with pytest.raises(UserError) as caught:
+        read(path)
+    where = f"{path}:{line}" if line else f"{path}"
+    assert str(caught.value).startswith(f"{where}: JSON nested too deeply"), str(caught.value)
+
+
+def test_a_planted_deep_note_or_state_file_is_unreadable_not_a_traceback() -> None:
+    """Apply's notes and the state branch are pushable with the plan credentials."""
+    stored, problems = stored_records('{"version": 1, "records": ' + DEEP_JSON + "}", "c0ffee")
+    assert stored == () and any("nested too deeply" in p for p in problems), problems
+    with pytest.raises(UserError, match=r"^st:state.json: not a valid state file \(JSON nested too deeply"):
+        decode_state('{"version": 1, "since": ' + DEEP_JSON + "}", "st:state.json")

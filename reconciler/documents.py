@@ -2,6 +2,12 @@
 
 Shared by the config loader, the manifest reader and `validate`: every problem becomes one line
 `file:line: key.path: what is wrong (the fix)`.
+
+Every YAML we are handed (manifests from Git, configs, trace groups, snapshots, what-if workloads) is
+read through `yaml_loader`/`parse_yaml`: anchors and aliases are refused and nesting is bounded
+(`MAX_DEPTH`) as the parser's events arrive, before anything is composed, let alone expanded. A
+"billion laughs" of ~1 KB otherwise expands to 10^9 values, and 5,000 levels of `[` overflow the
+recursion of the composer, the schema check and `_plain`. Our own files never need either.
 """
 
 from __future__ import annotations
@@ -19,9 +25,25 @@ from typing import Any
 import jsonschema
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.error import YAMLError
+from ruamel.yaml.composer import Composer
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.events import AliasEvent, CollectionStartEvent
+from ruamel.yaml.scanner import RoundTripScanner, Scanner
 
 from reconciler.errors import UserError
+
+MAX_DEPTH = 100  # nested mappings/sequences; a manifest needs 4, a config 5, a kubectl object ~20
+_NO_ANCHORS = (
+    "YAML anchors and aliases are refused, so a small file cannot expand to millions of values "
+    "(write the value out in full; `yq 'explode(.)' FILE` does it)"
+)
+JSON_TOO_DEEP = (
+    "JSON nested too deeply to read (nothing asg-reconciler reads needs more than "
+    f"{MAX_DEPTH} levels; flatten it)"
+)  # JSON has no aliases; its readers catch the RecursionError of a document like `[[[[...]]]]`
+_TOO_DEEP = (
+    f"nested more than {MAX_DEPTH} levels deep (nothing asg-reconciler reads needs that many; flatten it)"
+)
 
 
 @dataclass(frozen=True)
@@ -48,26 +70,122 @@ def read_yaml(path: Path, label: str | None = None) -> Any:
     """Round-trip load (keeps line numbers); a missing file or bad YAML is a UserError."""
     label = label or str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
         raise UserError(
             f"{label}: file not found (pass --config FILE or set ASG_RECONCILER_CONFIG)"
         ) from None
     except OSError as exc:
         raise UserError(f"{label}: cannot read: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise UserError(f"{label}: not a text file (expected UTF-8 YAML)") from None
-    return parse_yaml(text, label)
+    return parse_yaml(decode_utf8(data, label), label)
 
 
-def parse_yaml(text: str, label: str) -> Any:
+def decode_utf8(data: bytes, label: str, then: str = "") -> str:
+    """`data` as text; anything but UTF-8 is a UserError naming the line, the byte and the fix
+    (`then` adds the step after re-saving, e.g. committing it), never a UnicodeDecodeError."""
     try:
-        return YAML(typ="rt").load(text)
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise UserError(
+            f"{label}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x} in column {column}); "
+            f"save it as UTF-8 (e.g. `iconv -f latin1 -t utf-8`){then}"
+        ) from None
+
+
+class _Refused(MarkedYAMLError):
+    """An anchor, an alias or too deep a nesting: `problem` is the whole message after file:line."""
+
+
+class _GuardedComposer(Composer):
+    """ruamel's composer, refusing anchors, aliases and nesting deeper than MAX_DEPTH at the parser
+    event that starts them: nothing past it is composed, so nothing is ever expanded, and the
+    composer's own recursion (two frames a level) stays far below Python's limit."""
+
+    _nesting = 0
+
+    def compose_document(self) -> Any:
+        self._nesting = 0  # a reused loader after a refused document starts afresh
+        return super().compose_document()
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.parser.peek_event()
+        if isinstance(event, AliasEvent):
+            raise _Refused(problem=f"alias *{event.anchor}: {_NO_ANCHORS}", problem_mark=event.start_mark)
+        if event.anchor is not None:
+            raise _Refused(problem=f"anchor &{event.anchor}: {_NO_ANCHORS}", problem_mark=event.start_mark)
+        if not isinstance(event, CollectionStartEvent):
+            return super().compose_node(parent, index)
+        if self._nesting >= MAX_DEPTH:
+            raise _Refused(problem=_TOO_DEEP, problem_mark=event.start_mark)
+        self._nesting += 1
+        node = super().compose_node(parent, index)
+        self._nesting -= 1
+        return node
+
+
+def _flow_start(scanner: Scanner) -> None:
+    """Refuse the `[` or `{` that would open flow level MAX_DEPTH + 1, in the scanner already: each
+    of them may start a key, so the scanner reads up to 1,024 characters ahead to decide, keeping
+    every open one as a candidate; 1,000 nested `[` took seconds before the composer saw any."""
+    if scanner.flow_level >= MAX_DEPTH:
+        raise _Refused(problem=_TOO_DEEP, problem_mark=scanner.reader.get_mark())
+
+
+class _GuardedScanner(Scanner):
+    def fetch_flow_collection_start(self, TokenClass: Any, to_push: str) -> None:
+        _flow_start(self)
+        super().fetch_flow_collection_start(TokenClass, to_push)
+
+
+class _GuardedRoundTripScanner(RoundTripScanner):
+    def fetch_flow_collection_start(self, TokenClass: Any, to_push: str) -> None:
+        _flow_start(self)
+        super().fetch_flow_collection_start(TokenClass, to_push)
+
+
+def yaml_loader(typ: str = "rt") -> YAML:
+    """The one way to read YAML we are handed: `rt` keeps comments and lines (manifests, configs),
+    `safe` builds plain values (snapshots). Always the pure-Python parser: the C one would bypass
+    the guarded scanner and composer."""
+    if typ not in ("rt", "safe"):
+        raise ValueError(f"yaml_loader: typ {typ!r} (rt or safe)")
+    yaml = YAML(typ=typ, pure=True)
+    yaml.Scanner = _GuardedRoundTripScanner if typ == "rt" else _GuardedScanner
+    yaml.Composer = _GuardedComposer
+    return yaml
+
+
+def parse_yaml(text: str, label: str, loader: YAML | None = None) -> Any:
+    """One document from `text` (with `loader`, a `yaml_loader` the caller has configured); every
+    problem, a refused anchor or depth included, is one UserError line `label:line: ...`."""
+    yaml = loader or yaml_loader()
+    guarded = yaml.Scanner in (_GuardedScanner, _GuardedRoundTripScanner)
+    if yaml.Composer is not _GuardedComposer or not guarded:
+        raise TypeError("parse_yaml needs a loader made by yaml_loader()")
+    try:
+        return yaml.load(text)
     except YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise UserError(f"{label}{line}: not valid YAML: {problem}") from None
+        raise _user_error(exc, label) from None
+
+
+def parse_yaml_all(text: str, label: str, typ: str = "safe") -> Iterator[Any]:
+    """Every document of a `---` stream; a refused anchor or depth is a UserError naming the line,
+    any other YAMLError is left to the caller (who knows what the file was meant to be)."""
+    try:
+        yield from yaml_loader(typ).load_all(text)
+    except _Refused as exc:
+        raise _user_error(exc, label) from None
+
+
+def _user_error(exc: YAMLError, label: str) -> UserError:
+    mark = getattr(exc, "problem_mark", None)
+    line = f":{mark.line + 1}" if mark is not None else ""
+    if isinstance(exc, _Refused):
+        return UserError(f"{label}{line}: {exc.problem}")
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    return UserError(f"{label}{line}: not valid YAML: {problem}")
 
 
 def _line_of(document: Any, path: list[str | int]) -> int | None:

@@ -110,13 +110,14 @@ class Person:
         self,
         repo: Path,
         branch: str,
-        files: Mapping[str, str | None],
+        files: Mapping[str, str | bytes | None],
         message: str,
         *,
         parents: Sequence[str] | None = None,
         when: datetime | None = None,
     ) -> str:
-        """Commit `files` on top of `branch` (or explicit `parents`) in `repo` and move the branch."""
+        """Commit `files` on top of `branch` (or explicit `parents`) in `repo` and move the branch
+        (bytes are committed as they are: a file in some other encoding than UTF-8)."""
         if parents is None:
             tip = _resolve(repo, f"refs/heads/{branch}")
             parents = [tip] if tip else []
@@ -128,7 +129,7 @@ class Person:
                 if text is None:
                     git("update-index", "--force-remove", "--", name, cwd=repo, env=env)
                 else:
-                    blob = git("hash-object", "-w", "--stdin", cwd=repo, input=text).strip()
+                    blob = _hash_object(repo, text)
                     git("update-index", "--add", "--cacheinfo", f"100644,{blob},{name}", cwd=repo, env=env)
             tree = git("write-tree", cwd=repo, env=env).strip()
             message_file = Path(scratch, "message")
@@ -155,6 +156,14 @@ class Person:
 ALICE = Person("Alice Admin", "alice@example.com")
 BOB = Person("Bob Builder", "bob@example.com")
 BOT = Person("asg-reconciler", "asg-reconciler@users.noreply.local")
+
+
+def _hash_object(repo: Path, content: str | bytes) -> str:
+    data = content.encode() if isinstance(content, str) else content
+    done = subprocess.run(
+        ["git", "hash-object", "-w", "--stdin"], cwd=repo, input=data, capture_output=True, check=True
+    )
+    return done.stdout.decode().strip()
 
 
 def _resolve(repo: Path, ref: str) -> str | None:

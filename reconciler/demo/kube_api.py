@@ -1692,12 +1692,12 @@ def _json_or_yaml(body: bytes) -> Any:
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError:
-        from ruamel.yaml import YAML
-        from ruamel.yaml.error import YAMLError
+        from reconciler.documents import parse_yaml, yaml_loader
+        from reconciler.errors import UserError
 
-        try:
-            return YAML(typ="safe", pure=True).load(body)
-        except YAMLError as e:
+        try:  # the shared guarded loader: an apply patch with an anchor bomb is refused, not expanded
+            return parse_yaml(body.decode("utf-8", errors="replace"), "body", yaml_loader("safe"))
+        except UserError as e:
             raise ApiError(400, "BadRequest", f"the body of the request could not be decoded: {e}") from None
 
 

@@ -40,14 +40,20 @@ def _cluster(instances: dict[str, list[tuple[str, str]]]) -> list[dict[str, Any]
         instance_id, zone = instances[match[2]][int(match[3])]
         return instance_id if match[1] == "instance" else zone
 
+    # our own packaged template, which shares labels and capacities through anchors; never YAML we
+    # are handed (that goes through documents.yaml_loader, which refuses anchors)
     document = YAML(typ="safe", pure=True).load(_PLACEHOLDER.sub(fill, template))
     items: list[dict[str, Any]] = document["items"]
     return items
 
 
 def _write(path: Path, items: Sequence[dict[str, Any]]) -> Path:
+    """The snapshot as kubectl writes one: every value spelt out, no anchors for shared objects
+    (the snapshot reader refuses them, as it refuses any YAML bomb)."""
+    yaml = YAML(typ="safe", pure=True)
+    yaml.representer.ignore_aliases = lambda _data: True
     with path.open("w") as handle:
-        YAML(typ="safe", pure=True).dump({"apiVersion": "v1", "kind": "List", "items": list(items)}, handle)
+        yaml.dump({"apiVersion": "v1", "kind": "List", "items": list(items)}, handle)
     return path
 
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reconciler.apply.approval.base import Verdict
+from reconciler.documents import decode_utf8
 from reconciler.errors import OperationError, RefusedError, UserError
 from reconciler.gitops.repo import WorkingCopy, redact
 
@@ -154,10 +155,14 @@ def _check_manifest(
     git: _Git, manifest: tuple[str, Callable[[str, str], str | None]], rev: str, where: str, fix: str
 ) -> None:
     path, problem = manifest
-    shown = git.call("show", f"{rev}:{path}")
-    if shown.returncode != 0:
+    data = git.blob(f"{rev}:{path}")
+    if data is None:
         return  # no manifest there: nothing that could hide a removal
-    found = problem(shown.stdout, f"{rev[:12]}:{path}")
+    label = f"{rev[:12]}:{path}"
+    try:
+        found = problem(decode_utf8(data, label, then=" and commit it"), label)
+    except UserError as exc:  # not UTF-8: as unreadable as a YAML error
+        found = str(exc)
     if found is not None:
         raise RefusedError(
             f"the manifest of {where} cannot be read ({found}); approving on top of it would approve "
@@ -242,6 +247,17 @@ class _Git:
             ) from None
         except OSError as exc:
             raise OperationError(f"cannot run git: {exc}") from None
+
+    def blob(self, spec: str) -> bytes | None:
+        """`git show SPEC` as bytes, None when there is no such file: a file's text is decoded by
+        `decode_utf8` (an error naming its line), never by the locale (a UnicodeDecodeError)."""
+        try:
+            result = subprocess.run(
+                ["git", "show", spec], cwd=self.cwd, env=self.env, capture_output=True, check=False
+            )
+        except OSError as exc:
+            raise OperationError(f"cannot run git: {exc}") from None
+        return result.stdout if result.returncode == 0 else None
 
     def run(self, *args: str, network: bool = False) -> str:
         result = self.call(*args, network=network)

@@ -22,7 +22,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import YAMLError
 
-from reconciler.documents import Problem, parse_yaml, plain
+from reconciler.documents import Problem, parse_yaml, plain, yaml_loader
 from reconciler.errors import UserError
 from reconciler.gitops.manifest import Manifest, Removal, document_problems, from_document
 from reconciler.gitops.textmerge import carry_over
@@ -118,11 +118,7 @@ class ManifestEditor:
         self._original = text
         self._indent = _guess_indent(text)
         self._yaml = _yaml_for(self._indent)
-        try:
-            document = self._yaml.load(text)
-        except YAMLError:
-            parse_yaml(text, label)  # raises the UserError with file:line
-            raise
+        document = parse_yaml(text, label, self._yaml)  # anchors, depth, syntax: UserError file:line
         if not isinstance(document, CommentedMap):
             raise UserError(f"{label}: a manifest must be a YAML mapping with cluster: and nodeGroups:")
         self._doc: CommentedMap = document
@@ -361,7 +357,7 @@ def _guess_indent(text: str) -> tuple[int, int, int]:
 
 
 def _yaml_for(indent: tuple[int, int, int]) -> YAML:
-    yaml = YAML(typ="rt")
+    yaml = yaml_loader("rt")
     yaml.preserve_quotes = True
     yaml.width = 4096  # never re-wrap a long comment or value
     mapping, sequence, offset = indent

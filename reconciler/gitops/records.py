@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from reconciler.documents import JSON_TOO_DEEP
 from reconciler.errors import OperationError
 from reconciler.gitops.history import KIND_APPLY, NOTES_REF, Entry, LogRecord
 from reconciler.gitops.record_signing import Signer, Verifier
@@ -309,7 +310,7 @@ def stored_records(text: str, commit: str) -> tuple[tuple[StoredRecord, ...], tu
             if not isinstance(signature, str):
                 raise ValueError("signature is not text")
             payload = canonical_payload(data)
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, RecursionError) as exc:
             warnings.append(f"{where}: record {number} is not valid ({_reason(exc)}); skipped")
             continue
         if record.commit != commit:
@@ -384,6 +385,8 @@ def _raw_records(text: str) -> tuple[list[Any] | None, str]:
         data = json.loads(text)
     except ValueError as exc:
         return None, f"not JSON ({exc})"
+    except RecursionError:  # a planted note (the plan credentials can push notes) is skipped
+        return None, JSON_TOO_DEEP
     if not isinstance(data, dict):
         return None, "not a JSON object"
     if data.get("version") != FORMAT_VERSION:
@@ -397,7 +400,7 @@ def _raw_records(text: str) -> tuple[list[Any] | None, str]:
 def _version_of(text: str) -> Any:
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return data.get("version") if isinstance(data, dict) else None
 

@@ -39,6 +39,7 @@ from tenacity import (
 from tenacity.wait import WaitBaseT
 
 from reconciler.config import GitConfig
+from reconciler.documents import decode_utf8
 from reconciler.errors import OperationError, UserError
 
 REMOTE = "origin"
@@ -234,10 +235,12 @@ class WorkingCopy:
             return self._resolve(f"refs/remotes/{REMOTE}/{branch}")
 
     def read_file(self, path: str, ref: str) -> str | None:
-        """The file at `ref` (a branch name of the remote, or any commit-ish); None if absent."""
+        """The file at `ref` (a branch name of the remote, or any commit-ish); None if absent.
+        Text that is not UTF-8 is a UserError naming `ref:path:line` and the fix."""
         with self._locked():
             sha = self._branch_or_commit(ref)
-            return None if sha is None else self._file_at(sha, path)
+            shown = ref[:12] if _FULL_SHA.fullmatch(ref) else ref
+            return None if sha is None else self._file_at(sha, path, shown)
 
     def commit(
         self,
@@ -538,15 +541,17 @@ class WorkingCopy:
                 summary = redact(info.summary.strip(), (self._token,))
                 raise OperationError(f"git push to {branch} of {self.shown_url} was refused: {summary}")
 
-    def _file_at(self, commit: str, path: str) -> str | None:
-        """The file at a commit known to exist (no `rev-parse`: a retry reads it on every attempt)."""
+    def _file_at(self, commit: str, path: str, shown: str | None = None) -> str | None:
+        """The file at a commit known to exist (no `rev-parse`: a retry reads it on every attempt).
+        Anyone who can push may commit any bytes: a file that is not UTF-8 is bad input (exit 2,
+        nothing written), never a UnicodeDecodeError traceback."""
         with self._locked():
             try:
                 blob = self._open().commit(commit).tree / path
             except KeyError:
                 return None
             data: bytes = blob.data_stream.read()
-            return data.decode("utf-8")
+            return decode_utf8(data, f"{shown or commit[:12]}:{path}", then=" and commit it")
 
     def _blob_text(self, blob: str) -> str:
         data: bytes = self._open().odb.stream(bytes.fromhex(blob)).read()

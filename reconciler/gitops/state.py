@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from reconciler.documents import JSON_TOO_DEEP
 from reconciler.errors import UserError
 from reconciler.gitops.repo import Update, WorkingCopy
 from reconciler.planning.types import Backoff  # the planner's own record, stored as is
@@ -63,9 +64,10 @@ def decode(text: str, label: str) -> State:
                 for k, v in _mapping(data.get("backoffs")).items()
             },
         )
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
+        problem = JSON_TOO_DEEP if isinstance(exc, RecursionError) else exc
         raise UserError(
-            f"{label}: not a valid state file ({exc}); delete the state branch to start over"
+            f"{label}: not a valid state file ({problem}); delete the state branch to start over"
         ) from None
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import git
 
 from reconciler.config import config_from_document
-from reconciler.documents import Problem, check, parse_yaml
+from reconciler.documents import Problem, check, decode_utf8, parse_yaml
 from reconciler.errors import UserError
 from reconciler.gitops.manifest import (
     document_problems,
@@ -46,12 +46,9 @@ def validate_files(paths: Sequence[Path], previous: PreviousText | None = None) 
     for path in paths:
         label = str(path)
         try:
-            document = parse_yaml(Path(path).read_text(encoding="utf-8"), label)
+            document = parse_yaml(decode_utf8(Path(path).read_bytes(), label), label)
         except OSError as exc:
             errors.append(Problem(label, None, "", f"cannot read: {exc.strerror}"))
-            continue
-        except UnicodeDecodeError:
-            errors.append(Problem(label, None, "", "not a text file (expected UTF-8 YAML)"))
             continue
         except UserError as exc:
             errors.append(problem_from_error(exc, label))

@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
+from reconciler.documents import JSON_TOO_DEEP, parse_yaml_all
 from reconciler.errors import UserError
 from reconciler.kube.schema import READ_KINDS, envelope_decoder, item_decoder, kind_decoder
 from reconciler.kube.state import StateBuilder
@@ -98,6 +98,13 @@ def _read(file: Path) -> bytes:
 
 
 def _objects(file: Path) -> Iterator[Object]:
+    try:
+        yield from _parsed(file)
+    except RecursionError:  # the JSON decoders recurse; YAML's depth is refused before this
+        raise UserError(f"{file}: {JSON_TOO_DEEP}") from None
+
+
+def _parsed(file: Path) -> Iterator[Object]:
     data = _read(file)
     stripped = data.lstrip()
     if not stripped:
@@ -143,7 +150,7 @@ def _documents(data: bytes, file: Path) -> Iterator[Any]:
         yield from _json_stream(text, file)
         return
     try:
-        yield from YAML(typ="safe", pure=True).load_all(text)
+        yield from parse_yaml_all(text, str(file))  # anchors and depth refused before expanding
     except YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f":{mark.line + 1}" if mark is not None else ""

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.config import CONFIG_ENV, DEFAULT_CONFIG_FILE, Config, load_config
+from reconciler.documents import JSON_TOO_DEEP
 from reconciler.errors import UserError
 from reconciler.simulation.cluster import instance_types_from_document, prices_from_document
 from reconciler.simulation.engine import Settings, simulate, steps_of
@@ -161,3 +162,5 @@ def _read_json(path: Path) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise UserError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg} (column {exc.colno})") from None
+    except RecursionError:
+        raise UserError(f"{path}: {JSON_TOO_DEEP}") from None

@@ -23,7 +23,7 @@ from typing import Any
 import jsonschema
 from ruamel.yaml.comments import CommentedMap
 
-from reconciler.documents import check, load_schema, parse_yaml, plain
+from reconciler.documents import JSON_TOO_DEEP, check, decode_utf8, load_schema, parse_yaml, plain
 from reconciler.errors import UserError
 from reconciler.kube.parse import ObjectReader
 from reconciler.model import Pod, Taint
@@ -126,6 +126,8 @@ def _json_lines(label: str, text: str) -> Iterator[tuple[int, Any]]:
             raise UserError(
                 f"{label}:{number}: not valid JSON: {exc.msg} (column {exc.colno}; one JSON object per line)"
             ) from None
+        except RecursionError:
+            raise UserError(f"{label}:{number}: {JSON_TOO_DEEP}") from None
         except ValueError as exc:
             raise UserError(f"{label}:{number}: {exc} (use finite numbers)") from None
 
@@ -321,12 +323,12 @@ def read_groups(path: Path) -> list[dict[str, Any]]:
     generate a trace on your own groups), checked the same way, errors naming the file's lines."""
     label = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
         raise UserError(f"{label}: groups file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{label}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
-    document = parse_yaml(text, label)
+    except OSError as exc:
+        raise UserError(f"{label}: cannot read: {exc.strerror}") from None
+    document = parse_yaml(decode_utf8(data, label), label)
     if not isinstance(document, CommentedMap) or "groups" not in document:
         raise UserError(f"{label}: expected a `groups:` list of node groups, as in a trace's cluster line")
     document.insert(0, "kind", "cluster")  # so the cluster line's schema checks it, lines kept

@@ -123,7 +123,7 @@ def test_unknown_key_points_at_its_own_line_with_a_guess(tmp_path: Path) -> None
 def test_binary_config_is_one_line(tmp_path: Path) -> None:
     path = tmp_path / "asg-reconciler.yaml"
     path.write_bytes(b"\xff\xfe\x00")
-    with pytest.raises(UserError, match="not a text file"):
+    with pytest.raises(UserError, match=r":1: not UTF-8 text \(byte 0xff in column 1\)"):
         load_config(path)
 
 

@@ -30,5 +30,7 @@ class ApplyInputs:
     held: Mapping[str, int] = field(default_factory=dict)
     # group -> why the kill switch suspends it (the control ConfigMap): refused, nothing changes
     suspended: Mapping[str, str] = field(default_factory=dict)
+    # what the kill switch's ConfigMap says that a person should correct (typos, unknown keys)
+    notices: tuple[str, ...] = ()
     # why apply's own records cannot be trusted now (DESIGN §3 rule 4): removals are refused
     records_problems: tuple[str, ...] = ()

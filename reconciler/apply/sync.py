@@ -85,7 +85,7 @@ def apply(inputs: ApplyInputs, effects: Effects) -> ApplyReport:
         inputs.dry_run,
         tuple(r.outcome() for r in runs.values()),
         # and the cluster read's (e.g. namespaces it may not list), which the removals' re-check lacked
-        warnings=(*_settings_warnings(inputs.config), *inputs.inventory.state.warnings),
+        warnings=(*_settings_warnings(inputs.config), *inputs.inventory.state.warnings, *inputs.notices),
         given_back=tuple(given_back),
         stuck=tuple(stuck),
         interrupted=interrupted,

@@ -10,15 +10,26 @@ never kept: a template version missing now may exist a minute later.
 The file is an optimisation only: one per account, region and endpoint under
 `$XDG_CACHE_HOME/asg-reconciler/aws/`, written atomically, and anything unreadable, malformed or
 unwritable (a read-only root filesystem in a pod) is ignored and asked of AWS instead.
+
+It is also trusted by the plan: an instance type's shape decides a scale-up from zero. So it is read
+only if nobody else could have written it — a regular file (not a symlink, a FIFO, a device) owned
+by the effective user with no group or other write bit, in a folder likewise — checked with fstat
+on what was opened (the folder opened without following a symlink, the file opened through it with
+O_NOFOLLOW), so nothing can be swapped between the check and the read. Anything else is refused,
+said once per process with the fix, and AWS is asked; the folder is made 0700 and each file 0600,
+and nothing is written into a folder that fails the same test.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import logging
 import math
 import os
-import tempfile
+import secrets
+import stat
 import threading
 import time
 from dataclasses import asdict
@@ -27,7 +38,12 @@ from typing import Any
 
 from reconciler.aws.instance_types import InstanceTypeInfo
 
+_log = logging.getLogger(__name__)
+
 VERSION = 1
+_OPEN = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW
+_said: set[str] = set()  # files already refused in this process: said once
+_said_lock = threading.Lock()
 _INFO_FIELDS = {
     "name": str,
     "vcpus": int,
@@ -120,17 +136,23 @@ class FactCache:
             self._dirty = False
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            handle, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=".facts-", suffix=".json")
-            with os.fdopen(handle, "w") as out:
-                json.dump(document, out, separators=(",", ":"))
-            os.replace(temporary, self.path)
-        except OSError:
-            return  # best effort: the next run asks AWS
+            _write_private(self.path, json.dumps(document, separators=(",", ":")).encode())
+        except (OSError, _Untrusted):
+            return  # best effort: the next run asks AWS (an untrusted folder was said at load)
 
     def _load(self, path: Path) -> None:
         try:
-            document = json.loads(path.read_text())
-        except (OSError, ValueError):
+            raw = _read_trusted(path)
+        except _Untrusted as exc:
+            _refused(path, str(exc))
+            return
+        except OSError:
+            return
+        if raw is None:
+            return
+        try:
+            document = json.loads(raw)
+        except ValueError:
             return
         if not isinstance(document, dict) or document.get("version") != VERSION:
             return
@@ -151,6 +173,99 @@ class FactCache:
                 and math.isfinite(value[1])
             ):
                 self._aliases[key] = (value[0], float(value[1]))
+
+
+class _Untrusted(Exception):
+    """Someone other than us could have written it."""
+
+
+def _check(info: os.stat_result, what: str) -> None:
+    """_Untrusted unless `info` is owned by the effective user and not group/other writable."""
+    own = os.geteuid()
+    if info.st_uid != own:
+        raise _Untrusted(f"{what} is owned by uid {info.st_uid}, not by this process's uid {own}")
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise _Untrusted(
+            f"{what} is writable by its group or by others (mode {stat.S_IMODE(info.st_mode):04o})"
+        )
+
+
+def _open_folder(folder: Path) -> int:
+    """The folder, opened without following a symlink and checked on what was opened."""
+    try:
+        fd = os.open(folder, _OPEN | os.O_DIRECTORY)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _Untrusted("its folder is a symbolic link") from None
+        raise
+    try:
+        _check(os.fstat(fd), "its folder")
+    except _Untrusted:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _read_trusted(path: Path) -> bytes | None:
+    """The file's bytes when only we could have written it; None when there is none."""
+    try:
+        folder = _open_folder(path.parent)
+    except FileNotFoundError:
+        return None
+    try:
+        try:
+            fd = os.open(path.name, _OPEN | os.O_NONBLOCK, dir_fd=folder)  # a FIFO must not block
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise _Untrusted("it is a symbolic link") from None
+            raise
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise _Untrusted("it is not a regular file")
+            _check(info, "it")
+            chunks = []
+            while chunk := os.read(fd, 1 << 20):
+                chunks.append(chunk)
+            return b"".join(chunks)
+        finally:
+            os.close(fd)
+    finally:
+        os.close(folder)
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    """Atomically, 0600, into the folder only if it passes the test a read applies."""
+    folder = _open_folder(path.parent)
+    temporary = f".facts-{secrets.token_hex(8)}.json"
+    try:
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _OPEN, 0o600, dir_fd=folder)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+            os.replace(temporary, path.name, src_dir_fd=folder, dst_dir_fd=folder)
+        except OSError:
+            os.unlink(temporary, dir_fd=folder)
+            raise
+    finally:
+        os.close(folder)
+
+
+def _refused(path: Path, why: str) -> None:
+    with _said_lock:
+        if str(path) in _said:
+            return
+        _said.add(str(path))
+    _log.warning(
+        "aws facts cache %s ignored: %s, so another user could have planted what it says; AWS is asked "
+        "instead. To fix: rm -rf %s (it is written again, folder 0700 and files 0600, owned by uid %d)",
+        path,
+        why,
+        path.parent,
+        os.geteuid(),
+    )
 
 
 def _mapping(value: Any) -> dict[str, Any]:

@@ -8,11 +8,18 @@ is there: a GET per publish, a write only on change (created when absent; otherw
 carrying the resourceVersion read, so a concurrent writer is never overwritten blindly: on a
 conflict, read and decide again, once). Only our key and annotation are touched; anything else a
 person put there stays. Never raises: the status is a courtesy, the loop goes on without it.
+
+The API server refuses a ConfigMap whose values exceed 1 MiB (422); cluster-autoscaler keeps its
+status to 1,000,000 bytes. So does this, for all the values together (the split deployment's two
+keys share the object): our key gets what the others leave of 1,000,000 bytes. A caller that can
+shorten its text with sense passes a renderer given that budget (the run loop drops quiet node
+groups); whatever is still over is cut after the last whole line that fits, and a last line says so.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,6 +36,27 @@ STATUS_CONFIGMAP = "asg-reconciler-status"
 STATUS_KEY = "status"
 LAST_UPDATED_ANNOTATION = "asg-reconciler.dev/last-updated"
 _MERGE_PATCH = "application/merge-patch+json"
+MAX_STATUS_BYTES = 1_000_000  # cluster-autoscaler's cap; the API server's is 1 MiB of values
+
+Text = str | Callable[[int], str]
+"""The status: its text, or a renderer given the bytes it may take."""
+
+
+def fit(text: str, budget: int) -> str:
+    """`text` if it takes at most `budget` bytes (UTF-8), else its whole lines that fit and a last
+    line saying it was truncated. Pure."""
+    data = text.encode()
+    if len(data) <= budget:
+        return text
+    note = (
+        f"# truncated: {len(data)} bytes, and a ConfigMap holds {MAX_STATUS_BYTES} at most "
+        "(asg-reconciler status shows everything)\n"
+    )
+    room = budget - len(note.encode())
+    if room <= 0:
+        return note.encode()[: max(0, budget)].decode(errors="ignore")
+    kept = data[:room]
+    return kept[: kept.rfind(b"\n") + 1].decode() + note  # a newline is never inside a character
 
 
 def _time(when: datetime) -> str:
@@ -61,13 +89,15 @@ class StatusConfigMap:
         self.key = key
         self.request_timeout = request_timeout
         self._failing = False  # log the first failure of a streak, not one per cycle
+        self._cut = False  # log the first truncation of a streak, not one per cycle
 
     @property
     def where(self) -> str:
         return f"configmap {self.namespace}/{self.name}"
 
-    def publish(self, text: str, now: datetime) -> bool:
-        """Write `text` unless it is already there; True when written. Never raises."""
+    def publish(self, text: Text, now: datetime) -> bool:
+        """Write `text` (kept under the cap) unless it is already there; True when written. Never
+        raises."""
         try:
             for _ in range(2):
                 try:
@@ -85,8 +115,13 @@ class StatusConfigMap:
             self._failed(f"unreadable answer: {exc}")
         return False
 
-    def _publish(self, text: str, now: datetime) -> bool:
+    def _publish(self, render: Text, now: datetime) -> bool:
         current = self._read()
+        others = (current or {}).get("data") or {}
+        budget = MAX_STATUS_BYTES - sum(len(str(v).encode()) for k, v in others.items() if k != self.key)
+        binary = (current or {}).get("binaryData") or {}
+        budget -= sum(len(str(v)) * 3 // 4 for v in binary.values())  # base64
+        text = self._fitted(render(max(0, budget)) if callable(render) else render, max(0, budget))
         if current is None:
             body: Any = {  # a plain dict: the client sends it as is
                 "apiVersion": "v1",
@@ -131,6 +166,19 @@ class StatusConfigMap:
                 raise _Conflict from None
             raise
         return True
+
+    def _fitted(self, text: str, budget: int) -> str:
+        fitted = fit(text, budget)
+        if fitted != text and not self._cut:
+            _log.warning(
+                "status: %s holds %d of the status's %d bytes (a ConfigMap stays under 1 MiB): the rest "
+                "is cut, as the text says",
+                self.where,
+                len(fitted.encode()),
+                len(text.encode()),
+            )
+        self._cut = fitted != text
+        return fitted
 
     def _read(self) -> dict[str, Any] | None:
         try:

@@ -252,6 +252,7 @@ def _apply(
     reader = AwsReader(config)  # never reuses descriptions: apply acts on AWS as it is now
     inventory = observe(config, None, now, reader)
     states = {i.instance_id: i.lifecycle_state for g in inventory.groups for i in g.group.instances}
+    known = {g.name for g in inventory.groups} | {g.name for g in manifest.groups}  # the switch's groups
     inputs = ApplyInputs(
         config=config,
         inventory=inventory,
@@ -266,7 +267,8 @@ def _apply(
             (g.name, i) for record in trust.open_intents() for g in record.groups for i in g.terminated
         ),
         records_problems=trust.problems,
-        suspended={name: why.describe(f"{name} is") for name, why in control.groups.items()},
+        suspended={name: why.describe(f"{name} is") for name, why in control.suspended_groups(known).items()},
+        notices=tuple(control.warnings(known)),
         held=_held(trust, chain, manifest_at),
     )
     drainer = NodeDrainer(

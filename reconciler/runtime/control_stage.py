@@ -34,12 +34,13 @@ def switch_once(config: Config, *, suspend: bool, group: str | None, reason: str
     switch = ControlMap(api_client(config.kubernetes), run_namespace(config))
     what = f"node group {group} of {config.cluster}" if group else f"apply for {config.cluster}"
     if suspend:
-        switch.suspend(group, reason, _caller())
-        return f"suspended {what} ({switch.where}): apply changes nothing there until resumed"
-    switch.resume(group)
+        key = switch.suspend(group, reason, _caller())
+        return f"suspended {what} ({switch.where}, key {key}): apply changes nothing there until resumed"
+    removed = switch.resume(group)
     still = switch.read()
     left = _still_suspended(still, config, group)
-    return f"resumed {what} ({switch.where}){left}"
+    keys = f", removed {', '.join(removed)}" if removed else ", it was not suspended there"
+    return f"resumed {what} ({switch.where}{keys}){left}"
 
 
 def _still_suspended(control: Control, config: Config, group: str | None) -> str:

@@ -568,7 +568,7 @@ class Runner:
                 proposal_branch=proposal.branch if proposal else "",
                 now=now,
             )
-        self.status.publish(render_status(document), now)
+        self.status.publish(lambda room: render_status(document, room), now)  # 1 MiB at most
 
     # ------------------------------------------------------------------------------- the process
 

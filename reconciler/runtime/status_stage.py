@@ -39,7 +39,8 @@ def status_once(config: Config, snapshot: Path | None, now: datetime) -> StatusR
     report = replace(report, warnings=report.warnings + inventory.state.warnings)  # what the read missed
     if snapshot is not None:
         return report  # a dump says nothing about the kill switch now
-    return replace(report, warnings=report.warnings + tuple(_switch(config)))
+    known = [g.name for g in inventory.groups]
+    return replace(report, warnings=report.warnings + tuple(_switch(config, known)))
 
 
 def _proposal(config: Config) -> ProposalStatus | None:
@@ -50,9 +51,10 @@ def _proposal(config: Config) -> ProposalStatus | None:
     return None if found is None else ProposalStatus(found.branch, found.opened_at, found.removals)
 
 
-def _switch(config: Config) -> list[str]:
-    """The kill switch, as apply would find it now."""
+def _switch(config: Config, known: list[str]) -> list[str]:
+    """The kill switch, as apply would find it now, and what in it a person should correct."""
     try:
-        return Switch(config, api_client(config.kubernetes)).read().lines()
+        control = Switch(config, api_client(config.kubernetes)).read()
+        return control.lines() + control.warnings(known)
     except ReconcilerError as exc:
         return [f"kill switch not read: {exc}"]

@@ -234,37 +234,6 @@ _REASONS = {
 }
 
 
-_CONFIG_KEY = re.compile(r"[-._a-zA-Z0-9]+")
-_MAX_CONFIGMAP_BYTES = 1024 * 1024  # the real server's MaxSecretSize, for ConfigMaps too
-
-
-def _validate_configmap(obj: Obj) -> None:
-    """422 as `ValidateConfigMap` answers: every key of `data`/`binaryData` a config key (regex, at
-    most 253 characters, not `.`, `..` nor starting with `..`), the values at most 1 MiB in all."""
-    name = (obj.get("metadata") or {}).get("name", "")
-    problems, total = [], 0
-    for bag in ("data", "binaryData"):
-        for key, value in (obj.get(bag) or {}).items():
-            key = str(key)
-            if len(key) > 253 or not _CONFIG_KEY.fullmatch(key) or key in (".", "..") or key.startswith(".."):
-                problems.append(
-                    f'{bag}[{key}]: Invalid value: "{key}": a valid config key must consist of alphanumeric '
-                    "characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex "
-                    "used for validation is '[-._a-zA-Z0-9]+')"
-                )
-            text = str(value)
-            total += len(text) * 3 // 4 if bag == "binaryData" else len(text.encode())  # base64
-    if total > _MAX_CONFIGMAP_BYTES:
-        problems.append(f"[]: Too long: may not be more than {_MAX_CONFIGMAP_BYTES} bytes")
-    if problems:
-        raise ApiError(
-            422,
-            "Invalid",
-            f'ConfigMap "{name}" is invalid: ' + ", ".join(problems),
-            {"name": name, "kind": "configmaps"},
-        )
-
-
 def _details(res: Resource, name: str, **extra: Any) -> Obj:
     d: Obj = {"name": name}
     if res.group:
@@ -1307,8 +1276,6 @@ class FakeKubeAPI:
         meta.pop("deletionTimestamp", None)
         if "spec" in obj and res.kind not in ("Pod", "Node"):
             meta.setdefault("generation", 1)
-        if res.kind == "ConfigMap":
-            _validate_configmap(obj)
         with self._cond:
             store = self._stores[res.kind]
             if _key(namespace, name) in store.entries:
@@ -1439,13 +1406,11 @@ class FakeKubeAPI:
                 meta.pop(k, None)
         meta["resourceVersion"] = cur_meta.get("resourceVersion")
         new["kind"], new["apiVersion"] = res.kind, res.api_version
-        if res.kind == "ConfigMap":
-            _validate_configmap(new)
         if "generation" in cur_meta and not status_only and new.get("spec") != current.get("spec"):
             meta["generation"] = int(cur_meta["generation"]) + 1
+        self._refuse_invalid(res, new, str(meta.get("name", "")))
         if new == current:
             return _Reply(200, self._full(res, entry))
-        self._refuse_invalid(res, new, str(meta.get("name", "")))
         if _dry_run(query):
             return _Reply(200, orjson.dumps(new))
         committed = self._commit(res, new)

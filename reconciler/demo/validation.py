@@ -29,22 +29,19 @@ _MICRO_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}(Z|[+-]\d{
 
 
 def _config_key_problems(field: str, key: str) -> list[str]:
-    if len(key) > 253:
-        return [f"{field}[{key}]: Invalid value: {key!r}: must be no more than 253 characters"]
-    if not _CONFIG_KEY.match(key):
-        return [
-            f"{field}[{key}]: Invalid value: {json.dumps(key)}: a valid config key must consist of "
-            "alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or "
-            "'key-name', regex used for validation is '[-._a-zA-Z0-9]+')"
-        ]
-    if key in (".", ".."):
-        return [f"{field}[{key}]: Invalid value: {key!r}: must not be '.' or '..'"]
-    return []
+    """IsConfigMapKey: at most 253 characters of `[-._a-zA-Z0-9]`, not `.`, `..` nor starting `..`."""
+    if len(key) <= 253 and _CONFIG_KEY.match(key) and key not in (".", "..") and not key.startswith(".."):
+        return []
+    return [
+        f"{field}[{key}]: Invalid value: {json.dumps(key)}: a valid config key must consist of "
+        "alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or "
+        "'key-name', regex used for validation is '[-._a-zA-Z0-9]+')"
+    ]
 
 
 def configmap_problems(obj: Mapping[str, Any]) -> list[str]:
-    """ValidateConfigMap: every key of data and binaryData, no key in both, and the sum of key and
-    value lengths at most 1 MiB."""
+    """ValidateConfigMap: every key of data and binaryData, no key in both, and the values (binaryData
+    decoded) at most 1 MiB in all."""
     data = obj.get("data") or {}
     binary = obj.get("binaryData") or {}
     problems: list[str] = []
@@ -54,9 +51,11 @@ def configmap_problems(obj: Mapping[str, Any]) -> list[str]:
             continue
         for key, value in items.items():
             problems += _config_key_problems(field, str(key))
-            total += len(str(key)) + len(str(value) if field == "binaryData" else str(value).encode())
-    for key in set(data) & set(binary) if isinstance(data, Mapping) and isinstance(binary, Mapping) else ():
-        problems.append(f"data[{key}]: Invalid value: {key!r}: duplicate of key present in binaryData")
+            text = str(value)
+            total += len(text) * 3 // 4 if field == "binaryData" else len(text.encode())  # base64
+    if isinstance(data, Mapping) and isinstance(binary, Mapping):
+        for key in sorted(set(data) & set(binary)):
+            problems.append(f"data[{key}]: Invalid value: {key!r}: duplicate of key present in binaryData")
     if total > CONFIGMAP_MAX_BYTES:
         problems.append(f"[]: Too long: may not be more than {CONFIGMAP_MAX_BYTES} bytes")
     return problems

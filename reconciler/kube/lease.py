@@ -15,7 +15,10 @@ waiting (refusing never makes two holders). A Lease released (no holder) is take
 The holder renews every third of the duration and, before every change it makes to the cluster, AWS
 or Git, `check()` reads the Lease from the API server: it must still name us with a renewTime we
 wrote, and our last successful renewal must have started less than the renew deadline (duration less
-one renewal period) ago, so no observer can take it before the change is made.
+one renewal period) ago, so no observer can take it before the change is made. `guard_writes` gives
+the client every cluster write of apply goes through, which checks first by itself. Losing the
+Lease raises LeaseLost, which is not an Exception: like an interrupt, no handler that tidies up after
+a failed step (giving a node back, the final sweep, the record) runs, since those are writes too.
 
 The Lease also keeps the digest of the last record apply wrote (the annotation
 `asg-reconciler.dev/last-record`, the records' anchor: docs/gitops.md "Apply records"), since the
@@ -53,6 +56,7 @@ _log = logging.getLogger(__name__)
 _ATTEMPTS = 5
 _TRANSIENT_TRIES = 4  # a transient failure is retried after retry_wait, 2x, 4x
 _MERGE_PATCH = "application/merge-patch+json"
+_READS = frozenset({"GET", "HEAD", "OPTIONS"})
 _WRITTEN_KEPT = 8  # renewTimes we wrote that the Lease may still show (a write whose answer was lost)
 _T = TypeVar("_T")
 
@@ -60,8 +64,14 @@ _T = TypeVar("_T")
 _Observed = tuple[str, int, str, str, int, str]  # holder, duration, acquire, renew, transitions, version
 
 
-class LeaseLost(OperationError):
-    """Someone else holds the lease we thought was ours (or it is gone): stop changing the cluster."""
+class LeaseLost(BaseException):
+    """The Lease is someone else's (or gone): this apply stops on the spot and writes nothing more.
+
+    Not an Exception on purpose, as KeyboardInterrupt is not: every handler that tidies up after a
+    failed step (a node given back, the final sweep, the result record) would write, and must not
+    run. `runtime/apply_stage.py` turns it into an OperationError (exit 1, one line) at the edge."""
+
+    exit_code = 1
 
 
 class _Transient(OperationError):
@@ -136,8 +146,8 @@ def _int(value: Any) -> int:
 
 class ApplyLease:
     """The apply Lease of one cluster. As a context manager it acquires, renews on a daemon thread
-    every third of the duration, and releases on exit; call `check()` before each step that changes
-    the cluster, AWS or Git."""
+    every third of the duration, and releases on exit; call `check()` (or write through
+    `guard_writes`) before each step that changes the cluster, AWS or Git."""
 
     def __init__(
         self,
@@ -215,6 +225,11 @@ class ApplyLease:
             current = self._retrying(self._read)
         annotations = ((current or {}).get("metadata") or {}).get("annotations") or {}
         return str(annotations.get(RECORD_ANCHOR_ANNOTATION) or "") or None
+
+    def guard_writes(self, api: k8s.ApiClient) -> k8s.ApiClient:
+        """`api`, except that every call that changes something first runs `check()`: build every
+        client apply writes the cluster with this way, and no write path can skip the Lease."""
+        return LeaseGuardedClient(api, self.check)
 
     # ------------------------------------------------------------------ acquire / renew / release
 
@@ -538,6 +553,26 @@ class ApplyLease:
         metadata = orjson.loads(data)["metadata"]
         self._resource_version = str(metadata["resourceVersion"])
         self._annotations = {str(k): str(v) for k, v in (metadata.get("annotations") or {}).items()}
+
+
+class LeaseGuardedClient(k8s.ApiClient):
+    """An ApiClient that is `inner` in every way (its connections, credentials, timeouts) except that
+    a call that changes something — any method but GET, HEAD or OPTIONS: an eviction, a taint, a
+    cordon, a patch, a delete — first runs `confirm` (the Lease's check, raising LeaseLost). Guarding
+    the client guards every write made through it, including ones a future change adds."""
+
+    def __init__(self, inner: k8s.ApiClient, confirm: Callable[[], None]) -> None:
+        # No super().__init__(): nothing of its own but these two; the rest is read from `inner`.
+        self.__dict__["_inner"] = inner
+        self.__dict__["_confirm"] = confirm
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__dict__["_inner"], name)
+
+    def call_api(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        if str(method).upper() not in _READS:
+            self.__dict__["_confirm"]()
+        return self.__dict__["_inner"].call_api(method, url, *args, **kwargs)
 
 
 def _failure(action: str, exc: ApiException) -> OperationError:

@@ -567,7 +567,10 @@ class LeaseGuardedClient(k8s.ApiClient):
         self.__dict__["_confirm"] = confirm
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self.__dict__["_inner"], name)
+        inner = self.__dict__.get("_inner")
+        if inner is None:  # looked up before __init__ ran (copy, pickle): nothing to delegate to
+            raise AttributeError(name)
+        return getattr(inner, name)
 
     def call_api(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
         if str(method).upper() not in _READS:

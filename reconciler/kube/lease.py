@@ -116,6 +116,11 @@ def micro_time(when: datetime) -> str:
     return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def _aware(when: datetime) -> datetime:
+    """As micro_time writes it: a naive time is UTC."""
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
 def _parse_time(text: Any) -> datetime | None:
     if not text:
         return None
@@ -285,7 +290,7 @@ class ApplyLease:
                 fields["acquireTime"] = micro_time(now)
                 fields["leaseTransitions"] = _int(spec.get("leaseTransitions")) + 1
             started = self._monotonic()
-            self._written.append(now)
+            self._written.append(_aware(now))
             version = current["metadata"]["resourceVersion"]
             outcome = self._retrying(partial(self._patch, version, fields, "acquire"))
             if outcome == "ok":
@@ -327,7 +332,7 @@ class ApplyLease:
 
     def _renew(self) -> None:
         started, now = self._monotonic(), self._now()
-        self._written.append(now)
+        self._written.append(_aware(now))
         self._patch_ours("renew", {"renewTime": micro_time(now)})
         self._held_since = started
 
@@ -507,7 +512,7 @@ class ApplyLease:
     def _create(self) -> bool:
         """False when the Lease already exists (409)."""
         started, now = self._monotonic(), self._now()
-        self._written.append(now)
+        self._written.append(_aware(now))
         body = new_lease(self.name, self.namespace, self.identity, self.duration_seconds, now)
         try:
             response: Any = self.coordination.create_namespaced_lease(

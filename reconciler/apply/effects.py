@@ -57,6 +57,11 @@ class Effects:
     `stopping(finishes_by)`: the `run` loop is stopping and a step that ends by `finishes_by`
     (time.monotonic) would not end within its grace period: the step is abandoned safely;
     `clock()`: the time now, for a batch that starts later in the run (scaleDown.windows).
+
+    Every write behind these seams reads apply's Lease first, below the decisions made here: the
+    drainer and the actuator are built (runtime/apply_stage.py `_writers`) on clients that check the
+    Lease before any call that changes something, and `intend` checks before its push. A lost
+    Lease raises LeaseLost (not an Exception): nothing here may catch it and tidy up.
     """
 
     actuator: Actuator

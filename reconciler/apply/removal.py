@@ -13,6 +13,7 @@ The order for each batch closes the races an unattended apply meets:
      instance, the intent recorded (write-ahead, so a rerun can tell its own half-done work from
      someone else's), the Lease ours.
 Anything that goes wrong after the taint gives the node back; so does an interruption (SIGTERM).
+A lost Lease does not: it stops everything where it stands (the node is the new holder's now).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from reconciler.apply.window_gate import closed_since_start
 from reconciler.errors import OperationError, ReconcilerError, RefusedError, StopRequested, UncertainError
 from reconciler.gitops.plan_edits import committed_groups
 from reconciler.inventory import GroupInventory, Inventory
+from reconciler.kube.lease import LeaseLost
 from reconciler.kube.parse import ObjectReader
 from reconciler.model import NodeGroup
 from reconciler.planning.drainability import BLOCKS, DrainContext, PdbBudget, drain_verdict
@@ -98,6 +100,9 @@ def remove_all(
             continue
         try:
             _remove_batch(inputs, batch, watched, terminated_nodes, stopping)
+        except LeaseLost:
+            stopping.set()  # no give-back: a write, and the node may carry the new holder's taint
+            raise
         except BaseException:
             stopping.set()
             for removal in batch:  # interrupted (SIGTERM, Ctrl-C): what was marked goes back

@@ -8,7 +8,8 @@ removal refused for another reason takes no place in the window; one it holds ba
 approved, and is not a refusal) — and are then drained and terminated by
 reconciler/apply/removal.py. A desired above the manifest is never lowered: the group is refused and
 the next plan names instances for it. Nodes carrying our drain taint that this run does not remove
-are given back (reconciler/apply/taints.py).
+are given back (reconciler/apply/taints.py) — unless the Lease was lost: then nothing more is
+written, the new holder resumes or gives back what it finds.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from reconciler.durations import format_duration
 from reconciler.errors import ReconcilerError, RefusedError
 from reconciler.gitops.plan_edits import committed_groups
 from reconciler.inventory import GroupInventory
+from reconciler.kube.lease import LeaseLost
 from reconciler.model import NodeGroup
 from reconciler.planning.baseline import GONE, Baseline, baseline
 from reconciler.planning.types import CommittedGroup
@@ -71,14 +73,17 @@ def apply(inputs: ApplyInputs, effects: Effects) -> ApplyReport:
             run.fail(str(exc))
     terminated_nodes: set[str] = set()
     in_flight: list[str] = []
-    interrupted = False
+    interrupted = lost = False
     try:
         if not inputs.dry_run:
             remove_all(inputs, removals, effects, terminated_nodes, in_flight)
     except KeyboardInterrupt:  # SIGTERM or Ctrl-C: drains gave their nodes back; say what was done
         interrupted = True
+    except LeaseLost:
+        lost = True  # someone else's run now: its taints are not ours to sweep
+        raise
     finally:
-        if not inputs.dry_run:
+        if not inputs.dry_run and not lost:
             sweep(inputs, effects, terminated_nodes, given_back, stuck)
     return ApplyReport(
         inputs.commit,

@@ -1016,9 +1016,6 @@ class FakeKubeAPI:
         """422 Invalid, with the real server's message shape, for what validation.problems finds."""
         if not self.validate_writes:
             return
-        undecodable = validation.undecodable({**obj, "kind": res.kind})
-        if undecodable:
-            raise ApiError(400, "BadRequest", undecodable)
         problems = validation.problems({**obj, "kind": res.kind, "apiVersion": res.api_version})
         if problems:
             raise ApiError(
@@ -1244,6 +1241,7 @@ class FakeKubeAPI:
     def _create(self, res: Resource, namespace: str, obj: Any, query: Query) -> _Reply:
         if not isinstance(obj, dict):
             raise ApiError(400, "BadRequest", "the body of the request was in an unknown format")
+        _check_micro_times(res, obj)
         if obj.get("kind") not in (None, res.kind):
             raise ApiError(400, "BadRequest", f"the kind {obj.get('kind')!r} does not match {res.kind!r}")
         meta = obj.setdefault("metadata", {})
@@ -1379,6 +1377,7 @@ class FakeKubeAPI:
     def _write(self, res: Resource, entry: _Entry, new: Obj, query: Query, *, status_only: bool) -> _Reply:
         """Finish an update or patch: keep identity fields, honour the status subresource split,
         skip no-op writes (no new resourceVersion, as the real server)."""
+        _check_micro_times(res, new)
         current = self._decode(res, entry)
         if res.has_status:
             if status_only:
@@ -1673,6 +1672,29 @@ def _resource_list(group: str, version: str) -> Obj:
             )
     gv = f"{group}/{version}" if group else version
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}
+
+
+# metav1.MicroTime's parser (RFC3339Micro, "2006-01-02T15:04:05.000000Z07:00"): Go's time.Parse wants
+# exactly six fractional digits there, so "...:00Z" or "...:00.25Z" is refused with a 400.
+_MICRO_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}(Z|[+-]\d\d:\d\d)")
+_MICRO_TIME_FIELDS = {"Lease": ("acquireTime", "renewTime")}
+
+
+def _check_micro_times(res: Resource, obj: Mapping[str, Any]) -> None:
+    """A written object's MicroTime fields as the API server decodes them (a Lease's acquireTime and
+    renewTime): anything but RFC3339 with six fractional digits cannot be handled."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return
+    for name in _MICRO_TIME_FIELDS.get(res.kind, ()):
+        value = spec.get(name)
+        if value is not None and not (isinstance(value, str) and _MICRO_TIME.fullmatch(value)):
+            raise ApiError(
+                400,
+                "BadRequest",
+                f'{res.kind} in version "{res.version}" cannot be handled as a {res.kind}: parsing time '
+                f'"{value}" as "2006-01-02T15:04:05.000000Z07:00": cannot parse it as RFC3339Micro',
+            )
 
 
 def _dumps_exact(obj: Any) -> bytes:

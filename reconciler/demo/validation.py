@@ -4,7 +4,8 @@ our writes and a real cluster fails a test instead of an incident.
 Two layers, as in kube-apiserver:
 - the registry's own validation (kubernetes/kubernetes `pkg/apis/core/validation` ValidateConfigMap,
   `pkg/apis/coordination/validation` ValidateLease), written out here: ConfigMap keys and total size,
-  Lease durations, transitions and MicroTime timestamps;
+  Lease durations and transitions (a MicroTime the decoder cannot read is a 400 before this:
+  kube_api._check_micro_times);
 - the object's shape against the official OpenAPI schema of KUBERNETES_VERSION, as the
   `kubernetes-validate` package ships it (strict: unknown fields refused). A real server drops unknown
   fields with a warning (fieldValidation=Warn); refusing them is stricter on purpose: a field we send
@@ -24,8 +25,6 @@ from typing import Any
 KUBERNETES_VERSION = "1.34"
 CONFIGMAP_MAX_BYTES = 1024 * 1024  # corev1.MaxSecretSize, which ValidateConfigMap applies
 _CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
-# metav1.MicroTime is parsed with Go's RFC3339Micro layout: exactly six fractional digits
-_MICRO_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}(Z|[+-]\d{2}:\d{2})$")
 
 
 def _config_key_problems(field: str, key: str) -> list[str]:
@@ -74,23 +73,6 @@ def lease_problems(obj: Mapping[str, Any]) -> list[str]:
             f"spec.leaseTransitions: Invalid value: {transitions}: must be greater than or equal to 0"
         )
     return problems
-
-
-def undecodable(obj: Mapping[str, Any]) -> str | None:
-    """What the server's JSON decoder refuses before any validation (400 BadRequest): a Lease's
-    MicroTime without exactly six fractional digits (the Python client's model drops a zero
-    fraction: `datetime.isoformat()`)."""
-    if obj.get("kind") != "Lease":
-        return None
-    spec = obj.get("spec") or {}
-    for key in ("acquireTime", "renewTime"):
-        value = spec.get(key)
-        if value is not None and not (isinstance(value, str) and _MICRO_TIME.match(value)):
-            return (
-                f'Lease in version "v1" cannot be handled as a Lease: parsing time {json.dumps(value)} as '
-                '"2006-01-02T15:04:05.000000Z07:00": cannot parse it as RFC3339Micro'
-            )
-    return None
 
 
 _REGISTRY_RULES = {"ConfigMap": configmap_problems, "Lease": lease_problems}

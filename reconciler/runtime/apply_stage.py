@@ -7,11 +7,18 @@ Lease; a bad ref, or a target that does not have the last applied commit in its 
 history, stops everything before a single API call); then the cluster and AWS are observed, and
 only then does anything change. Records go to `refs/notes/asg-reconciler`, the only thing apply
 pushes: the intent before each termination, the result at the end.
+
+Every write reads the Lease first (DESIGN §3.6): the drainer and the actuator are built here, in
+`_writers` only, on a Kubernetes client and AWS clients that run the Lease's check before any call
+that changes something, and the recorder checks before each push. A Lease that is someone else's
+stops the run where it stands (LeaseLost: nothing more is written, not even a node given back) and
+is one line and exit 1 here.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import re
 import secrets
 import signal
@@ -21,6 +28,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from functools import partial
+from typing import Any
 
 import git
 from kubernetes import client as k8s
@@ -34,10 +43,10 @@ from reconciler.apply.outcome import FAILED, REFUSED, SCALE_DOWN, ApplyReport
 from reconciler.apply.sync import apply
 from reconciler.apply.taints import release_strays
 from reconciler.aws.actuation import Actuator
-from reconciler.aws.clients import make_clients
+from reconciler.aws.clients import AwsClients, make_clients
 from reconciler.aws.reader import AwsReader
 from reconciler.config import Config
-from reconciler.errors import ReconcilerError, RefusedError, UserError
+from reconciler.errors import OperationError, ReconcilerError, RefusedError, StopRequested, UserError
 from reconciler.gitops.forge.base import Forge
 from reconciler.gitops.manifest import Manifest
 from reconciler.gitops.plan_edits import committed_groups
@@ -55,12 +64,13 @@ from reconciler.gitops.repo import REMOTE, WorkingCopy
 from reconciler.kube.client import api_client
 from reconciler.kube.control import SuspendedError, Switch
 from reconciler.kube.drain import NodeDrainer
-from reconciler.kube.lease import ApplyLease
+from reconciler.kube.lease import ApplyLease, LeaseLost
 from reconciler.runtime.plan_stage import read_manifest, working_copy
 from reconciler.world import observe
 
 _log = logging.getLogger(__name__)
 _HEX = re.compile(r"[0-9a-f]{7,64}")
+_AWS_READS = ("Describe", "Get", "List")
 
 
 @dataclass(frozen=True)
@@ -186,17 +196,58 @@ def apply_once(
     kube = api_client(config.kubernetes, parallel=config.apply.max_parallel_drains)
     if dry_run:
         return _apply(config, now, kube, None, dry_run=True, ref=ref)
-    with ApplyLease(kube, config.cluster) as lease, _sigterm_interrupts():
-        try:
-            return _apply(config, now, kube, lease, dry_run=False, ref=ref, hooks=hooks or LoopHooks())
-        except SuspendedError:
-            raise  # the kill switch: not even a taint is given back
-        except (RefusedError, UserError):
-            _give_back_strays(config, kube)
-            raise
+    hooks = hooks or LoopHooks()
+    lease = ApplyLease(kube, config.cluster, on_wait=partial(_waiting, hooks))
+    try:
+        with lease, _sigterm_interrupts():
+            try:
+                return _apply(config, now, kube, lease, dry_run=False, ref=ref, hooks=hooks)
+            except SuspendedError:
+                raise  # the kill switch: not even a taint is given back
+            except (RefusedError, UserError):
+                _give_back_strays(config, kube, lease)
+                raise
+    except LeaseLost as exc:
+        raise OperationError(str(exc)) from None
 
 
-def _give_back_strays(config: Config, kube: k8s.ApiClient) -> None:
+def _waiting(hooks: LoopHooks) -> None:
+    """While another holder's Lease is watched for expiry: a heartbeat for /healthz, and the `run`
+    loop's stop request ends the wait."""
+    hooks.progress()
+    if hooks.stopping(math.inf):
+        raise StopRequested
+
+
+def _writers(
+    config: Config, kube: k8s.ApiClient, clients: AwsClients, lease: ApplyLease | None
+) -> tuple[NodeDrainer, Actuator]:
+    """The only objects apply changes the cluster and AWS through. With a Lease, every call either
+    makes that changes something reads the Lease first (`ApplyLease.guard_writes` for the cluster: a
+    taint, an eviction, a give-back; a botocore hook for AWS: SetDesiredCapacity, a termination),
+    so no path through reconciler/apply/ can write without it. A dry run has none and writes
+    nothing."""
+    if lease is not None:
+        kube = lease.guard_writes(kube)
+        _confirm_before_aws_writes(clients, lease.check)
+    drainer = NodeDrainer(
+        kube, timeout=config.apply.drain_timeout, max_grace_period=config.apply.max_grace_period
+    )
+    return drainer, Actuator(clients.autoscaling, clients.ec2)
+
+
+def _confirm_before_aws_writes(clients: AwsClients, confirm: Callable[[], None]) -> None:
+    """Run `confirm` before every AWS call of these clients that is not a read."""
+
+    def before_call(model: Any, **_: Any) -> None:
+        if not str(model.name).startswith(_AWS_READS):
+            confirm()
+
+    for client in (clients.autoscaling, clients.ec2):
+        client.meta.events.register("before-call", before_call)
+
+
+def _give_back_strays(config: Config, kube: k8s.ApiClient, lease: ApplyLease) -> None:
     """A run refused before it reached the groups (main rewritten, a broken manifest,
     cluster-autoscaler live) still gives back the nodes a crashed run left tainted (DESIGN §3.6):
     otherwise one push could keep them out of service. Reported in the log; best effort."""
@@ -204,8 +255,7 @@ def _give_back_strays(config: Config, kube: k8s.ApiClient) -> None:
         clients = make_clients(config)
     except ReconcilerError:
         return
-    drainer = NodeDrainer(kube, timeout=config.apply.drain_timeout)
-    actuator = Actuator(clients.autoscaling, clients.ec2)
+    drainer, actuator = _writers(config, kube, clients, lease)
     effects = Effects(actuator, drainer, _NoGate(), going_away=actuator.going_away)
     given_back, stuck = release_strays(effects)
     for line in given_back + stuck:
@@ -271,11 +321,7 @@ def _apply(
         notices=tuple(control.warnings(known)),
         held=_held(trust, chain, manifest_at),
     )
-    drainer = NodeDrainer(
-        kube, timeout=config.apply.drain_timeout, max_grace_period=config.apply.max_grace_period
-    )
-    clients = reader.clients
-    actuator = Actuator(clients.autoscaling, clients.ec2)
+    drainer, actuator = _writers(config, kube, reader.clients, lease)
 
     def refreshing(group: str) -> bool:
         return group in reader.refreshing([group])
@@ -287,7 +333,7 @@ def _apply(
     # A run that found the records untrustworthy never moves the anchor: its own record must not
     # become the trusted latest one, or the next run would trust what the attacker left.
     anchoring = lease if signer is not None and not trust.problems else None
-    recorder = _Recorder(copy, config.cluster, target, signer, anchoring, trust.latest_digest)
+    recorder = _Recorder(copy, config.cluster, target, signer, anchoring, trust.latest_digest, lease.check)
     effects = Effects(
         actuator,
         drainer,
@@ -370,7 +416,8 @@ class RecordKeys:
 
 class _Recorder:
     """Apply's records of this run: the intent before each termination (write-ahead), the result at
-    the end; each signed, chained to the one before, and anchored on apply's own Lease."""
+    the end; each signed, chained to the one before, and anchored on apply's own Lease. Each push
+    comes after `confirm` (the Lease's check): a run that lost its Lease leaves no record."""
 
     def __init__(
         self,
@@ -380,9 +427,11 @@ class _Recorder:
         signer: Signer | None,
         lease: ApplyLease | None,
         previous: str,
+        confirm: Callable[[], None],
     ) -> None:
         self.copy, self.cluster, self.commit, self.signer, self.lease = copy, cluster, commit, signer, lease
         self.previous = previous
+        self.confirm = confirm
         self.run = secrets.token_hex(8)
         self._lock = threading.Lock()
 
@@ -441,6 +490,7 @@ class _Recorder:
     def _append(self, record: ApplyRecord) -> None:
         with self._lock:
             record = replace(record, previous=self.previous)
+            self.confirm()
             append_record(self.copy, record, signer=self.signer)
             self.previous = record_digest(record, copy=self.copy)
             if self.lease is not None:

@@ -8,7 +8,6 @@ import shutil
 import subprocess
 import threading
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -273,10 +272,11 @@ def test_update_with_stale_resource_version_is_409(
     kube_api: FakeKubeAPI, kube_client: client.ApiClient
 ) -> None:
     coord = client.CoordinationV1Api(kube_client)
-    # a fraction that is not zero: the client's model would print a zero one without it, which a
-    # real server's MicroTime parser refuses (reconciler/kube/lease.py micro_time)
-    when = datetime(2026, 1, 1, 0, 0, 0, 123456, tzinfo=UTC)
-    lease = coord.create_namespaced_lease("kube-system", k.lease("apply", holder="a", acquire_time=when))
+    # a fraction that is not zero: the client's models print a whole second without one, which the
+    # API server (and so the fake) refuses as a MicroTime
+    lease = coord.create_namespaced_lease(
+        "kube-system", k.lease("apply", holder="a", acquire_time="2026-01-01T00:00:00.250000Z")
+    )
     rv0 = lease.metadata.resource_version
     lease.spec.holder_identity = "b"
     updated = coord.replace_namespaced_lease("apply", "kube-system", lease)
@@ -634,3 +634,38 @@ def test_serve_in_subprocess(tmp_path: Path) -> None:
         finally:
             api_client.close()
     assert proc.poll() is not None
+
+
+@pytest.mark.parametrize(
+    ("value", "accepted"),
+    [
+        ("2026-12-04T03:00:00.000000Z", True),
+        ("2026-12-04T03:00:00.250000+00:00", True),
+        ("2026-12-04T03:00:00Z", False),  # what the client's own isoformat() makes of a whole second
+        ("2026-12-04T03:00:00.25Z", False),
+        ("2026-12-04T03:00:00.2500001Z", False),
+        ("yesterday", False),
+    ],
+)
+def test_lease_times_must_be_micro_time_as_the_api_server_parses_them(
+    kube_api: FakeKubeAPI, kube_client: client.ApiClient, value: str, accepted: bool
+) -> None:
+    """metav1.MicroTime decodes with RFC3339Micro: six fractional digits exactly, on create, update
+    and patch alike."""
+    kube_api.put(k.lease("l", holder="me"))
+    leases = f"{kube_api.url}/apis/coordination.k8s.io/v1/namespaces/kube-system/leases"
+    writes = [
+        ("PATCH", f"{leases}/l", "application/merge-patch+json", {"spec": {"renewTime": value}}),
+        ("POST", leases, "application/json", {"metadata": {"name": "new"}, "spec": {"acquireTime": value}}),
+    ]
+    for method, url, content_type, body in writes:
+        response = kube_client.call_api(method, url, {"Content-Type": content_type}, body)
+        response.read()
+        if accepted:
+            assert response.status in (200, 201), response.data
+            continue
+        assert response.status == 400
+        message = orjson.loads(response.data)["message"]
+        assert f'cannot be handled as a Lease: parsing time "{value}"' in message
+    if accepted:
+        assert kube_api.get_object("Lease", "kube-system", "l")["spec"]["renewTime"] == value  # type: ignore[index]

@@ -1,5 +1,7 @@
-"""ApplyLease against the fake API over HTTP: one apply at a time, takeover only after expiry, and
-of two racing acquirers exactly one wins (resourceVersion / AlreadyExists decide)."""
+"""ApplyLease against the fake API over HTTP: one apply at a time, takeover only after expiry (a record
+unchanged for leaseDurationSeconds of the taker's own time), and of two racing acquirers exactly one
+wins (resourceVersion / AlreadyExists decide). tests/integration/test_apply_lease_clocks.py skews
+the clocks."""
 
 from __future__ import annotations
 
@@ -32,6 +34,13 @@ class Clock:
     def advance(self, seconds: float) -> None:
         self.value += timedelta(seconds=seconds)
 
+    def monotonic(self) -> float:
+        """The same passage of time as a monotonic clock (what every wait is measured on)."""
+        return (self.value - T0).total_seconds()
+
+    def sleep(self, seconds: float) -> None:
+        self.advance(seconds)
+
 
 @pytest.fixture
 def clock() -> Clock:
@@ -54,7 +63,9 @@ def times(lease_spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def lease(kube_client: client.ApiClient, clock: Clock, identity: str = "me", **kw: Any) -> ApplyLease:
-    return ApplyLease(kube_client, "prod", identity=identity, now=clock, **kw)
+    return ApplyLease(
+        kube_client, "prod", identity=identity, now=clock, monotonic=clock.monotonic, sleep=clock.sleep, **kw
+    )
 
 
 def test_acquire_renew_release(kube_api: FakeKubeAPI, kube_client: client.ApiClient, clock: Clock) -> None:
@@ -102,11 +113,14 @@ def test_default_identity_namespace_and_duration(
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}(Z|\+00:00)", lease_spec["renewTime"])
 
 
-def test_create_keeps_six_fractional_digits_on_a_whole_second(
+def test_create_writes_six_fractional_digits_on_a_whole_second(
     kube_api: FakeKubeAPI, kube_client: client.ApiClient
 ) -> None:
+    """MicroTime exactly as the API server parses it (the client's own isoformat() would drop a zero
+    fraction, and the server refuses that)."""
     lease(kube_client, Clock(datetime(2026, 1, 1, 12, 0, tzinfo=UTC))).acquire()
-    assert re.fullmatch(r"2026-01-01T12:00:00\.000001(Z|\+00:00)", spec(kube_api)["acquireTime"])
+    assert spec(kube_api)["acquireTime"] == "2026-01-01T12:00:00.000000Z"
+    assert spec(kube_api)["renewTime"] == "2026-01-01T12:00:00.000000Z"
 
 
 def test_refused_while_another_holder_is_fresh(
@@ -141,12 +155,12 @@ def test_takeover_when_the_holder_let_it_expire(
         )
     )
     mine = lease(kube_client, clock)
-    mine.acquire()
+    mine.acquire()  # after watching the record unchanged for 30 s of its own time
     assert spec(kube_api) == {
         "holderIdentity": "me",
         "leaseDurationSeconds": 60,
-        "acquireTime": micro_time(T0),
-        "renewTime": micro_time(T0),
+        "acquireTime": micro_time(T0 + timedelta(seconds=30)),
+        "renewTime": micro_time(T0 + timedelta(seconds=30)),
         "leaseTransitions": 5,
     }
 
@@ -250,15 +264,22 @@ def test_renew_of_a_deleted_lease_raises_lease_lost(
         mine.renew()
 
 
-def test_check_fails_once_renewals_lapse(
+def test_check_renews_once_renewals_lapse_or_fails(
     kube_api: FakeKubeAPI, kube_client: client.ApiClient, clock: Clock
 ) -> None:
-    mine = lease(kube_client, clock, duration_seconds=30)  # renewed every 10s
+    mine = lease(kube_client, clock, duration_seconds=30, retry_wait=0.01)  # renewed every 10s
     mine.acquire()
     clock.advance(19)
     mine.check()
+    assert spec(kube_api)["renewTime"] == micro_time(T0)  # only read
     clock.advance(1)  # a renewal period short of the duration: another apply could take it before
-    with pytest.raises(OperationError, match=r"was not renewed for 20s \(duration 30s\)"):
+    mine.check()  # ... so the check renews it first, on the version it just read
+    assert spec(kube_api)["renewTime"] == micro_time(T0 + timedelta(seconds=20))
+    clock.advance(25)
+    kube_api.fault = failing(1, "PATCH", (500, None))
+    with pytest.raises(
+        OperationError, match=r"was not renewed for 25s \(duration 30s\) and cannot be renewed now"
+    ):
         mine.check()
 
 

@@ -10,10 +10,42 @@ from typing import Any
 
 from reconciler.config import Config
 from reconciler.inventory import Inventory
+from reconciler.model import CPU, EPHEMERAL_STORAGE, MEMORY, Resources
+from reconciler.quantity import format_bytes, format_cpu
 
 SCALE_UP = "scale-up"
 SCALE_DOWN = "scale-down"
 NONE = "none"
+
+
+@dataclass(frozen=True)
+class Headroom:
+    """Room a group keeps free, reviewed in the manifest: `replicas` virtual pods requesting
+    `requests` each, placed after every real pod (docs/headroom.md)."""
+
+    replicas: int
+    requests: Resources
+
+    def describe(self) -> str:
+        """`2 × (cpu 1, memory 2Gi)`: how plans, tables and commit trailers name it."""
+        return f"{self.replicas} × ({describe_requests(self.requests)})"
+
+
+def describe_requests(requests: Resources) -> str:
+    """`cpu 500m, memory 1.5Gi, nvidia.com/gpu 1`: CPU and memory first, the rest by name."""
+    values = requests.values
+    order = [n for n in (CPU, MEMORY) if n in values] + sorted(n for n in values if n not in (CPU, MEMORY))
+    parts = []
+    for name in order:
+        amount = values[name]
+        if name == CPU:
+            text = format_cpu(amount)
+        elif name in (MEMORY, EPHEMERAL_STORAGE) or name.startswith("hugepages-"):
+            text = format_bytes(amount)
+        else:
+            text = str(amount)
+        parts.append(f"{name} {text}")
+    return ", ".join(parts) or "nothing"
 
 
 @dataclass(frozen=True)
@@ -23,6 +55,7 @@ class CommittedGroup:
     desired: int
     remove_instances: tuple[str, ...] = ()  # approved, not yet applied
     hold: bool = False
+    headroom: Headroom | None = None
 
 
 @dataclass(frozen=True)

@@ -439,11 +439,15 @@ def _group_plan(
     if new_nodes:
         action = SCALE_UP
         reasons.append(f"{pods_helped} pending pod(s) need {new_nodes} × {instance_type}")
-    if room is not None and for_headroom:
-        action = SCALE_UP
-        reasons.append(f"headroom {room.headroom.describe()} needs {for_headroom} × {instance_type}")
-    if room is not None and room.reason:
-        reasons.append(f"headroom {room.headroom.describe()}: {room.reason}")
+    if room is not None and (for_headroom or room.reason):
+        text = f"headroom {room.headroom.describe()}"
+        if for_headroom:
+            action = SCALE_UP
+            text += f" needs {for_headroom} × {instance_type}"
+            text += f" ({room.reason})" if room.reason else ""
+        else:
+            text += f": {room.reason}"
+        reasons.append(text)
     if g.cancelled:
         action = SCALE_UP
         reasons.append(f"cancel approved removal of {', '.join(g.cancelled)}: pending pods need the capacity")

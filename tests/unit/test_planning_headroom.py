@@ -253,3 +253,20 @@ def test_a_headroom_refused_everywhere_by_a_domain_rule_adds_nothing() -> None:
     group = world.plan(committed=with_headroom(world, general=room(1, 1000))).group("general")
     assert group.new_nodes == 0 and group.headroom is not None and group.headroom.placed == 0
     assert "anti-affinity" in group.headroom.reason
+
+
+def test_upcoming_room_counts_and_increases_never_stack_nor_touch_a_held_group() -> None:
+    world = World().group("general", min_size=1)
+    world.node("general", "n1").running("n1", "web", cpu=3900)
+    upcoming = {"general": CommittedGroup(desired=2, headroom=room(1, 3000))}  # +1 committed, not applied
+    group = world.plan(committed=upcoming).group("general")
+    assert (group.new_nodes, group.desired, group.upcoming) == (0, 2, 1)
+    assert group.headroom is not None and group.headroom.placed == 1
+    more = {"general": CommittedGroup(desired=2, headroom=room(2, 3000))}
+    group = world.plan(committed=more).group("general")
+    assert group.new_nodes == 0 and group.headroom is not None and group.headroom.placed == 1
+    assert "unapplied increase" in group.headroom.reason
+    held = {"general": CommittedGroup(desired=1, hold=True, headroom=room(1, 3000))}
+    group = world.plan(committed=held).group("general")
+    assert (group.action, group.new_nodes) == ("none", 0)
+    assert group.headroom is not None and "held" in group.headroom.reason

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from reconciler.output import to_csv
-from reconciler.planning.types import NONE, SCALE_DOWN, Plan
+from reconciler.planning.types import NONE, SCALE_DOWN, GroupPlan, Plan
 
 CSV_COLUMNS = ("name", "minSize", "maxSize", "current", "desired", "action", "reasons", "removeInstances")
 
@@ -21,6 +21,22 @@ def _waiting(current: int, desired: int) -> str:
     if desired > current:
         return f"no change: +{desired - current} on main waiting for apply"
     return "no change"
+
+
+def _headroom(g: GroupPlan) -> str:
+    """`2 × (cpu 1, memory 2Gi): all have room; 1 node of desired 3 is for it (1 added, 0 kept)`."""
+    room = g.headroom
+    assert room is not None
+    placed = "all have room" if not room.reason else room.reason
+    if room.nodes:
+        verb = "is" if room.nodes == 1 else "are"
+        share = (
+            f"{room.nodes} node{'s' if room.nodes != 1 else ''} of desired {g.desired} {verb} for it"
+            f" ({room.added} added, {room.kept} kept)"
+        )
+    else:
+        share = "no node of desired is there only for it (free room on nodes needed anyway)"
+    return f"{room.headroom.describe()}: {placed}; {share}"
 
 
 def render_plan_table(plan: Plan) -> str:
@@ -49,6 +65,10 @@ def render_plan_table(plan: Plan) -> str:
     if not_helped:
         lines += ["", f"Pending pods no group can help ({len(not_helped)}):"]
         lines += [f"  {o.pod}: {o.reason}" for o in not_helped]
+    rooms = [g for g in plan.groups if g.headroom is not None]
+    if rooms:
+        lines += ["", "Headroom (room kept free per group, from the manifest):"]
+        lines += [f"  {g.name.ljust(width)}  {_headroom(g)}" for g in rooms]
     if plan.unremovable:
         lines += ["", f"Nodes below the scale-down threshold that stay ({len(plan.unremovable)}):"]
         lines += [

@@ -11,14 +11,19 @@ lines to `removeInstances`, never touches `desired`, so it stays mergeable while
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from reconciler.documents import Problem, check, parse_yaml
 from reconciler.errors import UserError
+from reconciler.model import CPU, EPHEMERAL_STORAGE, MEMORY, Resources
+from reconciler.planning.types import Headroom
+from reconciler.quantity import QuantityError, int_value, milli_value, parse_quantity
 
 SCHEMA = "manifest"
 MIRROR_KEYS = ("minSize", "maxSize")
@@ -45,6 +50,7 @@ class GroupEntry:
     remove_instances: tuple[Removal, ...] = ()
     min_size: int | None = None  # read-only mirror of the ASG
     max_size: int | None = None
+    headroom: Headroom | None = None  # room kept free for virtual pods (docs/headroom.md)
     lines: Mapping[str, int] = field(default_factory=dict, compare=False, repr=False)  # key -> line
 
     @property
@@ -90,6 +96,9 @@ def document_problems(document: Any, label: str) -> list[Problem]:
     problems = check(document, SCHEMA, label)
     if problems:
         return problems
+    problems = headroom_problems(document, label)
+    if problems:
+        return problems  # the read model parses the quantities: only once they are right
     return semantic_problems(from_document(document, label), label)
 
 
@@ -124,8 +133,27 @@ def _group(name: str, body: CommentedMap) -> GroupEntry:
         remove_instances=tuple(_removals(body.get("removeInstances"))),
         min_size=optional("minSize"),
         max_size=optional("maxSize"),
+        headroom=_headroom(body.get("headroom")),
         lines=_key_lines(body),
     )
+
+
+def _headroom(body: Any) -> Headroom | None:
+    """The planner's Headroom from a checked `headroom:` mapping (quantities rounded up, as Kubernetes
+    rounds requests: CPU to the millicore, the rest to a whole unit)."""
+    if not isinstance(body, Mapping):
+        return None
+    values = {str(name): _amount(str(name), _text(value)) for name, value in body["requests"].items()}
+    return Headroom(int(body["replicas"]), Resources({k: v for k, v in values.items() if v}))
+
+
+def _amount(name: str, text: str) -> int:
+    return milli_value(text) if name == CPU else int_value(text)
+
+
+def _text(value: Any) -> str:
+    """A YAML scalar as the quantity text a person meant (`1` and `0.5` are numbers in YAML)."""
+    return str(value).strip()
 
 
 def _removals(items: Any) -> list[Removal]:
@@ -169,6 +197,67 @@ def problem_from_error(exc: UserError, label: str) -> Problem:
 
 
 # ----------------------------------------------------------------------------------------- checking
+
+# Container resource names Kubernetes accepts in requests: the standard ones, hugepages of a size,
+# or an extended resource, which is always domain-prefixed (`nvidia.com/gpu`, `vpc.amazonaws.com/efa`).
+_RESOURCE_NAME = re.compile(
+    r"^(cpu|memory|ephemeral-storage|hugepages-[0-9A-Za-z.]+"
+    r"|[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$"
+)
+_BYTES = (MEMORY, EPHEMERAL_STORAGE)
+
+
+def headroom_problems(document: CommentedMap, label: str) -> list[Problem]:
+    """What the schema cannot say about each group's `headroom.requests`: names Kubernetes accepts,
+    quantities that parse, none negative, extended resources in whole units, and something reserved."""
+    problems: list[Problem] = []
+    groups = document.get("nodeGroups")
+    if not isinstance(groups, CommentedMap):
+        return problems
+    for name, body in groups.items():
+        headroom = body.get("headroom") if isinstance(body, CommentedMap) else None
+        if not isinstance(headroom, CommentedMap) or not isinstance(headroom.get("requests"), CommentedMap):
+            continue
+        requests = headroom["requests"]
+        path = f"nodeGroups.{name}.headroom.requests"
+        found = 0
+        for key, value in requests.items():
+            resource = str(key)
+            line = requests.lc.key(key)[0] + 1
+            message = _request_problem(resource, _text(value))
+            if message:
+                problems.append(Problem(label, line, f"{path}.{resource}", message))
+            elif _amount(resource, _text(value)) > 0:
+                found += 1
+        if not found and not any(p.path.startswith(f"{path}.") for p in problems):
+            problems.append(
+                Problem(
+                    label,
+                    headroom.lc.key("requests")[0] + 1,
+                    path,
+                    "reserves nothing (give cpu, memory or another resource above 0)",
+                )
+            )
+    return problems
+
+
+def _request_problem(resource: str, text: str) -> str:
+    """Why one request is wrong, with the fix; "" when it is fine."""
+    if not _RESOURCE_NAME.match(resource):
+        return (
+            f"{resource!r} is not a resource name (use cpu, memory, ephemeral-storage, hugepages-<size>,"
+            " or an extended resource with its domain such as nvidia.com/gpu)"
+        )
+    try:
+        value = parse_quantity(text)
+    except QuantityError as exc:
+        return str(exc)
+    if value < 0:
+        return f"{text!r} is negative (use 0 or more)"
+    whole = resource == CPU or resource in _BYTES or resource.startswith("hugepages-")
+    if not whole and value != Fraction(int(value)):
+        return f"{text!r} is not a whole number ({resource} is counted in whole units, e.g. 1)"
+    return ""
 
 
 def semantic_problems(manifest: Manifest, label: str) -> list[Problem]:

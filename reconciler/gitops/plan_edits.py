@@ -31,7 +31,9 @@ def committed_groups(manifest: Manifest | None) -> dict[str, CommittedGroup]:
     if manifest is None:
         return {}
     return {
-        g.name: CommittedGroup(desired=g.target, remove_instances=g.removal_ids, hold=g.hold)
+        g.name: CommittedGroup(
+            desired=g.target, remove_instances=g.removal_ids, hold=g.hold, headroom=g.headroom
+        )
         for g in manifest.groups
     }
 

@@ -6,8 +6,9 @@ Order of work, each step on one shared simulation (a NodePool of real and upcomi
 3. pending pods that fit existing or upcoming capacity are taken out;
 4. approved removals: kept if their pods still fit elsewhere, cancelled where pending pods need
    the room (cheaper and safer than new nodes; approved sets only shrink, §3.3);
-5. scale-up for the pods still waiting;
-6. scale-down on what remains (named instances only, §3.2).
+5. scale-up for the pods still waiting, then for each group's headroom (virtual pods judged after
+   every real pod, docs/headroom.md);
+6. scale-down on what remains (named instances only, §3.2), never taking a headroom's room.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from reconciler.config import Config
 from reconciler.durations import format_duration, parse_duration
 from reconciler.inventory import GroupInventory
 from reconciler.model import CPU, MEMORY, POD_SCALE_UP_DELAY, Instance, Node, Pod
+from reconciler.planning import headroom
 from reconciler.planning.baseline import Baseline, baseline
 from reconciler.planning.drainability import stays_on_node
 from reconciler.planning.existing import existing_node
@@ -35,6 +37,7 @@ from reconciler.planning.types import (
     SCALE_UP,
     Backoff,
     GroupPlan,
+    HeadroomPlan,
     Plan,
     PlanInputs,
     PlannerMemory,
@@ -169,14 +172,20 @@ def make_plan(inputs: PlanInputs) -> Plan:
         else:
             outcomes[pod.key] = PodOutcome(pod.key, None, up.not_helped[pod.key])
 
+    # 5b. headroom: after every real pod, on what each group has, then on nodes added for it
+    wanted = headroom.needs(inventory.groups, inputs.committed)
+    kept_room = headroom.scale_up(wanted, {c.name: c for c in candidates}, pool, limits, not_ready)
+    grown = {g.name: up.new_nodes.get(g.name, 0) + _added(kept_room.get(g.name)) for g in groups}
+
     # 6. scale-down: the nodes that stay are all the domains there are
     topology.set_extras(())
-    exclusions = {g.name: why for g in groups if (why := _no_scale_down(g, up.new_nodes.get(g.name, 0)))}
+    exclusions = {g.name: why for g in groups if (why := _no_scale_down(g, grown[g.name]))}
     excluded = frozenset(exclusions)
-    capacity = {g.name: g.base.capacity + len(g.cancelled) + up.new_nodes.get(g.name, 0) for g in groups}
+    capacity = {g.name: g.base.capacity + len(g.cancelled) + grown[g.name] for g in groups}
     removals: Mapping[str, tuple[Removal, ...]] = {}
     unremovable: tuple[UnremovableNode, ...] = ()
     unneeded_since: Mapping[str, datetime] = {}
+    kept_for_headroom: Mapping[str, int] = {}
     if config.scale_down.enabled:
         down = plan_scale_down(
             inputs,
@@ -188,11 +197,29 @@ def make_plan(inputs: PlanInputs) -> Plan:
             exclusion_reasons=exclusions,
             preferred=inputs.proposed,
             booked=booked,
+            headroom=wanted,
         )
         removals, unremovable, unneeded_since = down.removals, down.unremovable, down.unneeded_since
+        kept_for_headroom = down.headroom_kept
 
+    rooms = {
+        need.group: HeadroomPlan(
+            need.headroom,
+            kept_room[need.group].placed,
+            kept_room[need.group].added,
+            kept_for_headroom.get(need.group, 0),
+            kept_room[need.group].reason,
+        )
+        for need in wanted
+    }
     group_plans = tuple(
-        _group_plan(g, up.new_nodes.get(g.name, 0), up.pods_by_group.get(g.name, 0), removals.get(g.name, ()))
+        _group_plan(
+            g,
+            up.new_nodes.get(g.name, 0),
+            up.pods_by_group.get(g.name, 0),
+            removals.get(g.name, ()),
+            rooms.get(g.name),
+        )
         for g in groups
     )
     memory = PlannerMemory(
@@ -227,6 +254,10 @@ def make_plan(inputs: PlanInputs) -> Plan:
         warnings=tuple(warnings),
         memory=memory,
     )
+
+
+def _added(outcome: headroom.Outcome | None) -> int:
+    return outcome.added if outcome is not None else 0
 
 
 def _no_scale_down(g: _Group, new_nodes: int) -> str:
@@ -390,20 +421,37 @@ def _totals(nodes: Iterable[Node], groups: Iterable[_Group]) -> tuple[int, int, 
     return count, cpu, memory
 
 
-def _group_plan(g: _Group, new_nodes: int, pods_helped: int, removals: tuple[Removal, ...]) -> GroupPlan:
+def _group_plan(
+    g: _Group,
+    new_nodes: int,
+    pods_helped: int,
+    removals: tuple[Removal, ...],
+    room: HeadroomPlan | None,
+) -> GroupPlan:
+    """`new_nodes`: those the real pending pods need; the headroom's come on top (`room.added`)."""
     group = g.inventory.group
     approved = tuple(Removal(i, _node_of(g, i), None, "approved, not yet applied", None) for i in g.kept)
-    desired = g.base.capacity + len(g.cancelled) + new_nodes - len(removals)
+    for_headroom = room.added if room is not None else 0
+    desired = g.base.capacity + len(g.cancelled) + new_nodes + for_headroom - len(removals)
     reasons: list[str] = []
     action = NONE
+    instance_type = g.inventory.template.instance_type if g.inventory.template else "?"
     if new_nodes:
         action = SCALE_UP
-        instance_type = g.inventory.template.instance_type if g.inventory.template else "?"
         reasons.append(f"{pods_helped} pending pod(s) need {new_nodes} × {instance_type}")
+    if room is not None and (for_headroom or room.reason):
+        text = f"headroom {room.headroom.describe()}"
+        if for_headroom:
+            action = SCALE_UP
+            text += f" needs {for_headroom} × {instance_type}"
+            text += f" ({room.reason})" if room.reason else ""
+        else:
+            text += f": {room.reason}"
+        reasons.append(text)
     if g.cancelled:
         action = SCALE_UP
         reasons.append(f"cancel approved removal of {', '.join(g.cancelled)}: pending pods need the capacity")
-    if removals and not new_nodes:
+    if removals and not new_nodes + for_headroom:
         action = SCALE_DOWN
         reasons.extend(f"remove {r.instance_id} ({r.node or 'no node'}): {r.reason}" for r in removals)
     if g.base.held:
@@ -427,9 +475,10 @@ def _group_plan(g: _Group, new_nodes: int, pods_helped: int, removals: tuple[Rem
         cancelled_removals=g.cancelled,
         held=g.base.held,
         upcoming=g.upcoming,
-        new_nodes=new_nodes,
+        new_nodes=new_nodes + for_headroom,
         backoff_until=g.backoff.until if g.backoff else None,
         warnings=group.warnings,
+        headroom=room,
     )
 
 

@@ -36,6 +36,7 @@ from reconciler.planning.drainability import (
 )
 from reconciler.planning.equivalence import ClassKey
 from reconciler.planning.existing import existing_node
+from reconciler.planning.headroom import OWN, Keeper, Need
 from reconciler.planning.placement import NodePool, Placement
 from reconciler.planning.predicates import (
     PredicateContext,
@@ -63,6 +64,7 @@ class ScaleDownResult:
     # node -> where each of its pods goes, in booking order: what makes the removal safe, and what a
     # test replays against the predicates
     moves: Mapping[str, tuple[tuple[Pod, str], ...]] = field(default_factory=dict)
+    headroom_kept: Mapping[str, int] = field(default_factory=dict)  # group -> its nodes kept for headroom
 
 
 # ---------------------------------------------------------------------------------- utilisation
@@ -210,6 +212,7 @@ class _Planner:
         onto_upcoming: bool,
         preferred: frozenset[str] = frozenset(),
         booked: Sequence[tuple[Pod, str]] = (),
+        headroom: Sequence[Need] = (),
     ) -> None:
         self.inputs = inputs
         self.preferred = preferred
@@ -234,7 +237,13 @@ class _Planner:
         self.fragile: list[tuple[Pod, str]] = [(p, n) for p, n in booked if not pool.sticky(p)]
         # Destinations are the nodes that stay: never nodes that do not exist yet, unless asked.
         self.exclude: set[str] = set() if onto_upcoming else {n.name for n in pool.nodes if n.is_new}
-        self.exclude.update(n.name for n in inventory.state.nodes if not n.ready)  # no home for a pod
+        not_ready = {n.name for n in inventory.state.nodes if not n.ready}
+        self.exclude.update(not_ready)  # no home for a pod
+        # Headroom counts room on nodes that are coming too: they will exist when a burst comes.
+        self.headroom = Keeper(headroom, pool, not_ready)
+        # Nodes kept only for their group's headroom: what the plan reports as the part of desired
+        # that is there for it (`_only_for_headroom`).
+        self.for_headroom: dict[str, list[str]] = {}
         self.removed: dict[str, list[Removal]] = {name: [] for name in self.rules}
         self.total = 0
         self.moves: dict[str, tuple[tuple[Pod, str], ...]] = {}
@@ -435,6 +444,7 @@ class _Planner:
             unremovable=tuple(self.unremovable[k] for k in sorted(self.unremovable)),
             unneeded_since=dict(sorted(self.unneeded.items())),
             moves=self.moves,
+            headroom_kept={g: len(nodes) for g, nodes in sorted(self.for_headroom.items())},
         )
 
     def evaluate(self, c: _Candidate, *, forced: bool) -> None:
@@ -468,6 +478,14 @@ class _Planner:
         if isinstance(placement, str):
             self._keep(c.name, c.group, placement)
             return
+        # Headroom next: a node it needs is needed (not unneeded), whatever the gates say.
+        short, room_changes = self.headroom.judge(c.name, c.group, placement.placed)
+        if short is not None:
+            self.pool.undo(placement)
+            self._keep(c.name, c.group, short)
+            if short.startswith(OWN) and self._only_for_headroom(c, rules):
+                self.for_headroom.setdefault(c.group, []).append(c.name)
+            return
         since = None
         if c.below:
             since = self.inputs.memory.unneeded_since.get(c.name, self.now)
@@ -489,7 +507,29 @@ class _Planner:
             self.pool.retire(c.name)
         self.budget.take(c.evicted)
         self.moves[c.name] = placement.placed
+        self.headroom.commit(room_changes)
         self._remove(c, since, forced=forced)
+
+    def _only_for_headroom(self, c: _Candidate, rules: _GroupRules) -> bool:
+        """Whether a node its group's headroom keeps would go without it, so that it counts as part
+        of desired that is there for the headroom. Judged as a plan without headroom would go on:
+        the nodes counted so far are gone too (their pods not moved: an estimate), the min size
+        holds; the timers and the per-plan cap are left out (they delay a removal, not prevent it)."""
+        counted = self.for_headroom.get(c.group, [])
+        if rules.baseline - len(self.removed[c.group]) - len(counted) <= rules.min_size:
+            return False
+        if not c.movers:
+            return True
+        trial = self.pool.place(
+            c.movers,
+            exclude={*self.exclude, c.name, *counted},
+            atomic=True,
+            vacating=c.name if c.in_pool else None,
+        )
+        if not trial.complete:
+            return False
+        self.pool.undo(trial)
+        return True
 
     def _broken(self, moved: list[tuple[Pod, str]]) -> str | None:
         """A pod this plan booked (a pending pod placed, a pod moved) that the scheduler would no
@@ -695,6 +735,7 @@ def plan_scale_down(
     onto_upcoming: bool = False,
     preferred: frozenset[str] = frozenset(),
     booked: Sequence[tuple[Pod, str]] = (),
+    headroom: Sequence[Need] = (),
 ) -> ScaleDownResult:
     """Named removals per group, the reasons the other candidates stay, and the new unneeded times.
 
@@ -705,7 +746,8 @@ def plan_scale_down(
     the ASG's desired); `approved` instance ids are never candidates again; `exclusion_reasons[g]` words
     why an excluded group keeps its nodes; `onto_upcoming` lets pods move onto nodes not yet running;
     `preferred` instances (named by an open proposal) are tried first; `booked` are the pods the plan
-    placed before (pending pods, approved removals' moves), which no removal may strand.
+    placed before (pending pods, approved removals' moves), which no removal may strand; `headroom`
+    are the groups' headroom needs, whose room no removal may take (planning/headroom.py).
     With `scaleDown.enabled: false` nothing is proposed and nothing tracked.
     """
     if not inputs.config.scale_down.enabled:
@@ -721,5 +763,6 @@ def plan_scale_down(
         onto_upcoming,
         preferred,
         booked,
+        headroom,
     )
     return planner.run()

@@ -10,10 +10,42 @@ from typing import Any
 
 from reconciler.config import Config
 from reconciler.inventory import Inventory
+from reconciler.model import CPU, EPHEMERAL_STORAGE, MEMORY, Resources
+from reconciler.quantity import format_bytes, format_cpu
 
 SCALE_UP = "scale-up"
 SCALE_DOWN = "scale-down"
 NONE = "none"
+
+
+@dataclass(frozen=True)
+class Headroom:
+    """Room a group keeps free, reviewed in the manifest: `replicas` virtual pods requesting
+    `requests` each, placed after every real pod (docs/headroom.md)."""
+
+    replicas: int
+    requests: Resources
+
+    def describe(self) -> str:
+        """`2 × (cpu 1, memory 2Gi)`: how plans, tables and commit trailers name it."""
+        return f"{self.replicas} × ({describe_requests(self.requests)})"
+
+
+def describe_requests(requests: Resources) -> str:
+    """`cpu 500m, memory 1.5Gi, nvidia.com/gpu 1`: CPU and memory first, the rest by name."""
+    values = requests.values
+    order = [n for n in (CPU, MEMORY) if n in values] + sorted(n for n in values if n not in (CPU, MEMORY))
+    parts = []
+    for name in order:
+        amount = values[name]
+        if name == CPU:
+            text = format_cpu(amount)
+        elif name in (MEMORY, EPHEMERAL_STORAGE) or name.startswith("hugepages-"):
+            text = format_bytes(amount)
+        else:
+            text = str(amount)
+        parts.append(f"{name} {text}")
+    return ", ".join(parts) or "nothing"
 
 
 @dataclass(frozen=True)
@@ -23,6 +55,7 @@ class CommittedGroup:
     desired: int
     remove_instances: tuple[str, ...] = ()  # approved, not yet applied
     hold: bool = False
+    headroom: Headroom | None = None
 
 
 @dataclass(frozen=True)
@@ -64,6 +97,45 @@ class Removal:
 
 
 @dataclass(frozen=True)
+class HeadroomPlan:
+    """How much of a group's `desired` is there for its headroom: the replicas with room, the nodes
+    this plan adds for them, the nodes scale-down keeps only for them, and why some have none."""
+
+    headroom: Headroom
+    placed: int  # replicas with room on nodes that exist, are coming, or this plan adds
+    added: int = 0  # nodes this plan adds for the headroom (part of new_nodes)
+    kept: int = 0  # the group's nodes that stay only because the headroom needs them
+    reason: str = ""  # why `placed` < replicas ("" when all have room)
+
+    @property
+    def nodes(self) -> int:
+        """Nodes of `desired` that are there for the headroom."""
+        return self.added + self.kept
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "replicas": self.headroom.replicas,
+            "requests": {name: exact_quantity(name, v) for name, v in sorted(self.headroom.requests)},
+            "placed": self.placed,
+            "nodes": self.nodes,
+            "added": self.added,
+            "kept": self.kept,
+            "reason": self.reason,
+        }
+
+
+def exact_quantity(name: str, amount: int) -> str:
+    """A request as an exact Kubernetes quantity: `500m`, `2Gi`, `1536Mi`, or plain units."""
+    if name == CPU:
+        return format_cpu(amount)
+    if name in (MEMORY, EPHEMERAL_STORAGE) or name.startswith("hugepages-"):
+        for unit, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+            if amount and amount % size == 0:
+                return f"{amount // size}{unit}"
+    return str(amount)
+
+
+@dataclass(frozen=True)
 class GroupPlan:
     name: str
     min_size: int
@@ -79,6 +151,7 @@ class GroupPlan:
     new_nodes: int = 0  # nodes this plan adds on top of the baseline
     backoff_until: datetime | None = None
     warnings: tuple[str, ...] = ()
+    headroom: HeadroomPlan | None = None  # None: the manifest keeps no headroom for this group
 
     @property
     def remove_instances(self) -> tuple[str, ...]:
@@ -143,6 +216,7 @@ class Plan:
                     "upcoming": g.upcoming,
                     "backoffUntil": g.backoff_until.isoformat() if g.backoff_until else None,
                     "warnings": list(g.warnings),
+                    "headroom": g.headroom.to_dict() if g.headroom else None,
                 }
                 for g in self.groups
             ],

@@ -75,3 +75,31 @@ def test_a_person_changing_the_same_lines_is_a_real_conflict(seeded_remote: Path
     )
     clean, _ = merge_tree(seeded_remote, "main", "proposal")
     assert not clean
+
+
+HEADROOM = '    headroom:\n      replicas: 2\n      requests: {cpu: "1", memory: 2Gi}\n'
+
+
+def test_a_headroom_change_and_a_proposal_both_merge_while_main_moves(seeded_remote: Path) -> None:
+    """`headroom` kept as a group's last key: a reviewed headroom change (a person's PR) and the bot's
+    proposal both merge cleanly while scale-ups, mirror updates and new groups land on main."""
+    seed = show(seeded_remote, f"main:{MANIFEST_PATH}")
+    with_headroom = seed.replace("    maxSize: 10\n", "    maxSize: 10\n" + HEADROOM, 1)
+    base = ALICE.commit(seeded_remote, "main", {MANIFEST_PATH: with_headroom}, "keep room for a burst")
+    edit_on(seeded_remote, "proposal", base, [SetRemovals("asg-a", (Removal("i-0123456789abcdef0"),))], "p")
+    raised = with_headroom.replace("replicas: 2", "replicas: 4").replace('cpu: "1"', 'cpu: "2"')
+    ALICE.commit(seeded_remote, "headroom", {MANIFEST_PATH: raised}, "more headroom", parents=[base])
+    tip = edit_on(seeded_remote, "main", base, [SetDesired("asg-a", 4), SetDesired("asg-b", 2)], "scale up")
+    tip = edit_on(seeded_remote, "main", tip, [SetMirror("asg-a", 1, 12), SetMirror("asg-b", 0, 6)], "mirror")
+    edit_on(seeded_remote, "main", tip, [AddGroup("asg-c", 1, 0, 3)], "new group")
+    clean, merged = merge_tree(seeded_remote, "main", "headroom")
+    assert clean
+    group = parse_manifest(merged, MANIFEST_PATH).group("asg-a")
+    assert group is not None and group.headroom is not None
+    assert (group.desired, group.max_size, group.headroom.describe()) == (4, 12, "4 × (cpu 2, memory 2Gi)")
+    ALICE.commit(seeded_remote, "main", {MANIFEST_PATH: merged}, "merge the headroom change")
+    clean, merged = merge_tree(seeded_remote, "main", "proposal")
+    assert clean
+    group = parse_manifest(merged, MANIFEST_PATH).group("asg-a")
+    assert group is not None and group.headroom is not None
+    assert (group.removal_ids, group.headroom.replicas) == (("i-0123456789abcdef0",), 4)

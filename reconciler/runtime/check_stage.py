@@ -303,10 +303,13 @@ def _inline(text: str) -> str:
     return " ".join(text.replace("`", "'").split())
 
 
-def comment_on(config: Config, pull_request: int, body: str, forge: Forge | None = None) -> str:
-    """Create or update check's one comment on the pull request; one line saying which."""
+def comment_on(
+    config: Config, pull_request: int, body: str, forge: Forge | None = None, *, marker: str = MARKER
+) -> str:
+    """Create or update the one comment on the pull request that starts with `marker` (check's by
+    default; `what-if` keeps its own beside it); one line saying which."""
     forge = forge or make_forge(config.forge, git_url=config.git.url)
-    return forge.upsert_comment(pull_request, MARKER, body)
+    return forge.upsert_comment(pull_request, marker, body)
 
 
 def forge_for_comments(config: Config) -> Forge:

@@ -96,6 +96,7 @@ DEFAULT_NAMESPACE = "default"
 _SEPARATOR = re.compile(r"^---(\s.*)?$")  # kubectl's YAMLReader: `---`, then nothing but a comment
 _RUN_SUFFIX = re.compile(r"^(?P<cronjob>.+)-\d+$")  # the CronJob controller names a run <name>-<minutes>
 _TERMINAL = frozenset({"Succeeded", "Failed"})
+_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 @dataclass(frozen=True)
@@ -150,10 +151,11 @@ class Manifests:
 
 
 def read_workloads(paths: Sequence[Path], default_namespace: str = DEFAULT_NAMESPACE) -> Manifests:
-    """Every workload in `paths`; any problem is one UserError naming the file, document and line."""
+    """Every workload in `paths` (a directory: every .yaml, .yml and .json file under it); any
+    problem is one UserError naming the file, document and line."""
     workloads: list[Workload] = []
     skipped: list[Skipped] = []
-    for path in paths:
+    for path in _files(paths):
         found = 0
         for source, document in _documents(path):
             for item_source, item in _objects(document, source):
@@ -173,13 +175,24 @@ def read_workloads(paths: Sequence[Path], default_namespace: str = DEFAULT_NAMES
     return Manifests(tuple(workloads), tuple(skipped))
 
 
+def _files(paths: Sequence[Path]) -> list[Path]:
+    files: list[Path] = []
+    for path in paths:
+        if not path.is_dir():
+            files.append(path)
+            continue
+        found = sorted(p for p in path.rglob("*") if p.suffix in _SUFFIXES and p.is_file())
+        if not found:
+            raise UserError(f"{path}: no .yaml, .yml or .json files in this directory")
+        files.extend(found)
+    return files
+
+
 def _read_text(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise UserError(f"{path}: file not found (pass Kubernetes YAML or JSON manifests)") from None
-    except IsADirectoryError:
-        raise UserError(f"{path}: is a directory (pass its manifest files, e.g. {path}/*.yaml)") from None
     except UnicodeDecodeError:
         raise UserError(f"{path}: not a text file (expected UTF-8 YAML or JSON)") from None
     except OSError as exc:
@@ -296,7 +309,25 @@ def _workload(raw: Any, source: Source, default_namespace: str) -> Workload | Sk
         raise UserError(f"{label}: {kind} {name}: spec: missing")
     where = f"{label}: {kind} {name}"
     builder = _KINDS[kind]
-    return builder(plain(raw), plain(spec), where, label, namespace, name)
+    workload = builder(plain(raw), plain(spec), where, label, namespace, name)
+    _probe(workload, where)
+    return workload
+
+
+def _probe(workload: Workload, where: str) -> None:
+    """Read one pod of the template now, so a bad quantity is a mistake in this file, found before
+    the cluster is asked anything, not a failure halfway through the plan."""
+    reader = ObjectReader()
+    prefix = f"pod {workload.namespace}/{workload.name}: "
+    try:
+        if workload.kind == DAEMON_SET:
+            reader.daemonset(daemonset_object(workload))
+        reader.pod(pod_object(workload, workload.name, priority=0))
+    except UserError as exc:
+        message = str(exc).removeprefix(prefix)
+        message = message.removeprefix(f"daemonset {workload.namespace}/{workload.name}: ")
+        path = "spec" if workload.kind == POD else "spec.template"
+        raise UserError(f"{where}: {path}: {message}") from None
 
 
 def _count(spec: Mapping[str, Any], key: str, where: str, default: int | None) -> int | None:

@@ -14,6 +14,8 @@ from reconciler.documents import load_schema
 from reconciler.planning import plan as planner
 from reconciler.runtime import plan_stage
 from tests.e2e.cli import Result, run
+from tests.e2e.test_cli_apply import World
+from tests.e2e.test_cli_check import remote_refs
 from tests.fakes import k8s_objects as k
 from tests.fakes.github_api import FakeGitHub
 from tests.fixtures_aws import MotoAws
@@ -157,6 +159,29 @@ def test_twenty_replicas_of_2gi_add_what_a_plan_with_them_pending_adds(
     assert "+6 node(s), $420.48 a month on demand for 20 new pod(s)" in table.out
     assert "+ general  +6 × m5.large" in table.out
     assert "Deployment apps/web: 20 pod(s): adds 20" in table.out
+
+
+def test_from_zero_nodes_as_plan_from_zero(
+    aws: MotoAws, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An empty group: new nodes come from the ASG's template (launch template, DescribeInstanceTypes),
+    as in plan --dry-run with the same pods pending."""
+    aws.launch_template("lt", "m5.large")
+    aws.asg("general", max_size=10, tags=TAGS, launch_template="lt")
+    cfg = config(tmp_path)
+    app = write_yaml(tmp_path / "app.yaml", deployment("web", 20, {"memory": "2Gi"}))
+    document = what_if(capsys, cfg, snapshot(tmp_path, []), str(app))
+    pending = [
+        k.pod(f"web-{i}", "apps", requests={"memory": "2Gi"}, owner_kind="ReplicaSet") for i in range(20)
+    ]
+    snap = snapshot(tmp_path, pending, "pending.json")
+    planned = run(
+        capsys, "plan", "--dry-run", "--config", str(cfg), "--snapshot", str(snap), "--output", "json"
+    )
+    assert planned.code == 0, planned.err
+    (general,) = json.loads(planned.out)["nodeGroups"]
+    assert document["add"] == group(document, "general")["add"] == general["desired"] > 0
+    assert document["monthlyCost"] == round(general["desired"] * M5_LARGE * 730, 2)
 
 
 def test_the_planner_is_plan_dry_runs_own_make_plan(
@@ -472,3 +497,24 @@ def test_comment_needs_a_forge_that_keeps_pull_requests(
     app = write_yaml(tmp_path / "app.yaml", deployment("web", 1, {"cpu": "1"}))
     result = run(capsys, "what-if", "--config", str(config(tmp_path)), "--comment", "7", str(app))
     one_line_error(result, "--comment: forge.type is none")
+
+
+def test_live_cluster_and_main_are_read_and_nothing_is_written(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The live API (the fake, over HTTP) and the manifest on main, as plan --dry-run reads them;
+    Git, AWS and the cluster are left exactly as they were."""
+    assert world.cli(capsys, "plan").code == 0
+    refs, desired = remote_refs(world), world.desired()
+    served = len(world.kube.requests)
+    app = write_yaml(world.tmp / "app.yaml", deployment("checkout", 3, {"cpu": "1500m"}))
+    result = world.cli(capsys, "what-if", "--output", "json", str(app))
+    assert result.code == 0, result.err
+    document = json.loads(result.out)
+    jsonschema.validate(document, load_schema("what-if"))
+    general = group(document, "general")
+    # one fits node-b (100m used of 1930m); two need a t3.small each
+    assert (general["add"], general["instanceType"], general["podsOnExistingNodes"]) == (2, "t3.small", 1)
+    assert general["monthlyCost"] == round(2 * 0.0208 * 730, 2)
+    assert remote_refs(world) == refs and world.desired() == desired
+    assert {r.method for r in world.kube.requests[served:]} == {"GET"}

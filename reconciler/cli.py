@@ -186,7 +186,7 @@ def check(config_file: str | None, ref: str, pull_request: int | None) -> int:
     metavar="NS",
     help="For objects without metadata.namespace (as kubectl -n).",
 )
-@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("files", nargs=-1, required=True, metavar="FILE...", type=click.Path(path_type=Path))
 def what_if(
     config_file: str | None,
     output: str,
@@ -198,8 +198,8 @@ def what_if(
 ) -> None:
     """The capacity a workload change needs: FILE's workloads (Kubernetes YAML or JSON: Deployment,
     StatefulSet, ReplicaSet, ReplicationController, Job, CronJob, Pod, DaemonSet; multi-document
-    files and Lists) added as pending pods to today's cluster, planned by the same code as `plan
-    --dry-run`; per group the nodes to add, their instance type and monthly on-demand cost, then
+    files, Lists, directories) added as pending pods to today's cluster, planned by the same code as
+    `plan --dry-run`; per group the nodes to add, their instance type and monthly on-demand cost, then
     every pod nothing can host and why. A workload that already runs counts only its difference.
     Writes nothing (no Git, no AWS); exit 0 whatever the answer (docs/what-if.md)."""
     from reconciler.runtime.whatif_stage import WhatIfRequest, what_if_and_comment

@@ -5,11 +5,10 @@ Built by runtime/whatif_stage.py, rendered by whatif_render.py and as JSON (sche
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from reconciler.kube.workloads import Skipped
-from reconciler.planning.types import Plan
 
 MARKER = "<!-- asg-reconciler what-if -->"  # not check's: both comments can live on one pull request
 HOURS_PER_MONTH = 730  # AWS's own monthly figure (365 days x 24 h / 12)
@@ -68,7 +67,6 @@ class WhatIfReport:
     pods: tuple[PodAnswer, ...]
     prices: str  # where the prices came from
     warnings: tuple[str, ...] = ()
-    plan: Plan | None = field(default=None, repr=False, compare=False)
 
     @property
     def add(self) -> int:

@@ -228,7 +228,6 @@ def _report(
         pods=tuple(answers),
         prices=where,
         warnings=tuple(warnings),
-        plan=plan,
     )
 
 

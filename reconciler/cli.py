@@ -164,6 +164,59 @@ def check(config_file: str | None, ref: str, pull_request: int | None) -> int:
     return code
 
 
+@cli.command(name="what-if")
+@_config_option
+@_output_option("table", "json")
+@_snapshot_option
+@click.option(
+    "--prices",
+    type=click.Path(path_type=Path),
+    metavar="FILE",
+    help='USD per hour by instance type, {"prices": {"m5.large": 0.096}}, over the shipped us-east-1 '
+    "on-demand prices (as simulate --prices).",
+)
+@click.option(
+    "--comment", "pull_request", type=int, metavar="PR", help="Keep one comment on this PR up to date."
+)
+@click.option(
+    "--namespace",
+    "-n",
+    default="default",
+    show_default=True,
+    metavar="NS",
+    help="For objects without metadata.namespace (as kubectl -n).",
+)
+@click.argument("files", nargs=-1, required=True, metavar="FILE...", type=click.Path(path_type=Path))
+def what_if(
+    config_file: str | None,
+    output: str,
+    snapshot: Path | None,
+    prices: Path | None,
+    pull_request: int | None,
+    namespace: str,
+    files: tuple[Path, ...],
+) -> None:
+    """The capacity a workload change needs: FILE's workloads (Kubernetes YAML or JSON: Deployment,
+    StatefulSet, ReplicaSet, ReplicationController, Job, CronJob, Pod, DaemonSet; multi-document
+    files, Lists, directories) added as pending pods to today's cluster, planned by the same code as
+    `plan --dry-run`; per group the nodes to add, their instance type and monthly on-demand cost, then
+    every pod nothing can host and why. A workload that already runs counts only its difference.
+    Writes nothing (no Git, no AWS); exit 0 whatever the answer (docs/what-if.md)."""
+    from reconciler.runtime.whatif_stage import WhatIfRequest, what_if_and_comment
+    from reconciler.whatif_render import render_what_if_markdown, render_what_if_table
+
+    request = WhatIfRequest(files, snapshot, prices, namespace)
+    report, said = what_if_and_comment(
+        lambda: _load(config_file), request, _now(), pull_request, render_what_if_markdown
+    )
+    if output == "table":
+        click.echo(render_what_if_table(report), nl=False)
+    else:
+        click.echo(to_json(report.to_dict()), nl=False)
+    if said:
+        click.echo(said, err=True)
+
+
 @cli.command(name="run")
 @_config_option
 def run_command(config_file: str | None) -> int:

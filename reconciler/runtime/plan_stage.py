@@ -103,13 +103,18 @@ def plan_once(
     dry_run: bool,
     guard: Callable[[], None] = lambda: None,
     reader: AwsReader | None = None,
+    change: Callable[[Inventory], Inventory] | None = None,
 ) -> PlanRun:
     """`guard` runs right before each write (the run loop's: still the leader?); raising stops the
     plan with nothing written, so a deposed leader never publishes what it decided as leader.
-    `reader`: the run loop's, which reuses ASG descriptions between cycles; else a fresh one."""
+    `reader`: the run loop's, which reuses ASG descriptions between cycles; else a fresh one.
+    `change`: `what-if`'s, the observed cluster as it would be with a workload change (its pods
+    pending); a dry run only, so a cluster that does not exist is never written to Git."""
+    if change is not None and not dry_run:
+        raise ValueError("a changed cluster is planned as a dry run only")
     reader = reader or AwsReader(config)
     before = reader.counter.snapshot()
-    run = _plan_once(config, snapshot, now, dry_run=dry_run, guard=guard, reader=reader)
+    run = _plan_once(config, snapshot, now, dry_run=dry_run, guard=guard, reader=reader, change=change)
     return replace(run, aws_calls=difference(reader.counter.snapshot(), before))
 
 
@@ -121,14 +126,17 @@ def _plan_once(
     dry_run: bool,
     guard: Callable[[], None],
     reader: AwsReader,
+    change: Callable[[Inventory], Inventory] | None = None,
 ) -> PlanRun:
+    changed = change or (lambda observed: observed)
     if not config.git.url:
         if not dry_run:
             raise UserError(
                 f"{config.source or 'config'}: git.url: required to write plans (set it, or pass --dry-run)"
             )
-        inputs = PlanInputs(inventory=observe(config, snapshot, now, reader), config=config, now=now)
-        return PlanRun(checked_plan(inputs, reader)[1])
+        inventory = changed(observe(config, snapshot, now, reader))
+        inputs, plan = checked_plan(PlanInputs(inventory=inventory, config=config, now=now), reader)
+        return PlanRun(plan, inventory=inputs.inventory)
 
     copy = working_copy(config)
     label = f"{config.git.branch}:{config.manifest_path}"
@@ -141,7 +149,7 @@ def _plan_once(
         backoffs=dict(state.backoffs),
         last_scale_up=last_scale_up(records, cluster=config.cluster),
     )
-    inventory = observe(config, snapshot, now, reader)
+    inventory = changed(observe(config, snapshot, now, reader))
     if not dry_run:
         guard()
     adopted_text, adopted = adopt_drift(copy, config, inventory, records, text, dry_run=dry_run)

@@ -62,9 +62,7 @@ def simulate_once(request: SimulateRequest) -> SimulationReport:
         types.update(
             instance_types_from_document(_read_json(request.instance_types), str(request.instance_types))
         )
-    prices = prices_from_document(_packaged("prices.json"), "prices.json")
-    if request.prices is not None:
-        prices.update(prices_from_document(_read_json(request.prices), str(request.prices)))
+    prices = load_prices(request.prices)
     duration = None
     if request.duration is not None:
         duration = parse_duration_option(request.duration, "--duration").total_seconds()
@@ -99,6 +97,20 @@ def simulate_once(request: SimulateRequest) -> SimulationReport:
         config=config.source or "defaults (no config file)",
         results=results,
     )
+
+
+def load_prices(override: Path | None) -> dict[str, float]:
+    """USD per hour by instance type: the shipped on-demand prices (reconciler/simulation/data),
+    with `--prices FILE`'s over them. Shared by `simulate` and `what-if`, so both price alike."""
+    prices = prices_from_document(_packaged("prices.json"), "prices.json")
+    if override is not None:
+        prices.update(prices_from_document(_read_json(override), str(override)))
+    return prices
+
+
+def shipped_prices_region() -> str:
+    """The region the shipped prices are for (us-east-1 on-demand)."""
+    return str(_packaged("prices.json").get("region") or "us-east-1")
 
 
 def _config(explicit: str | None) -> Config:

@@ -32,8 +32,9 @@ def on(workflow: dict[Any, Any]) -> dict[str, Any]:
     return triggers
 
 
-def test_the_three_workflows_are_there() -> None:
-    assert [f.name for f in FILES] == ["apply.yml", "check.yml", "plan.yml"]
+def test_the_workflows_are_there() -> None:
+    """Three for the capacity repository, what-if.yml for an application's."""
+    assert [f.name for f in FILES] == ["apply.yml", "check.yml", "plan.yml", "what-if.yml"]
 
 
 @pytest.mark.skipif(not CHECK_JSONSCHEMA.exists(), reason="check-jsonschema is not installed in this venv")
@@ -117,14 +118,14 @@ def test_the_commands_the_workflows_run_exist() -> None:
 
     from reconciler.cli import cli
 
-    for args in (["plan", "--help"], ["apply", "--help"], ["check", "--help"]):
+    for args in (["plan", "--help"], ["apply", "--help"], ["check", "--help"], ["what-if", "--help"]):
         result = CliRunner().invoke(cli, args)
         assert result.exit_code == 0, result.output
     help_text = CliRunner().invoke(cli, ["check", "--help"]).output
     assert "--ref" in help_text and "--comment" in help_text
 
 
-@pytest.mark.parametrize("name", ["plan.yml", "apply.yml", "check.yml"])
+@pytest.mark.parametrize("name", ["plan.yml", "apply.yml", "check.yml", "what-if.yml"])
 def test_git_and_forge_tokens_reach_only_the_step_that_runs_asg_reconciler(name: str) -> None:
     """Found by review: job-level tokens were in the environment of `pip install` and the AWS CLI."""
     for job in load(name)["jobs"].values():
@@ -132,3 +133,28 @@ def test_git_and_forge_tokens_reach_only_the_step_that_runs_asg_reconciler(name:
         for step in job["steps"]:
             holds = {"GIT_TOKEN", "GITHUB_TOKEN"} & set(step.get("env") or {})
             assert not holds or str(step.get("run", "")).lstrip().startswith("asg-reconciler"), (name, step)
+
+
+def test_what_if_comments_the_capacity_an_application_pull_request_needs() -> None:
+    """Runs in the application's repository: reads the pull request's changed manifests as data and
+    keeps one comment on it; nothing from the pull request runs, and its file names never reach a
+    script (they are the author's to choose)."""
+    workflow = load("what-if.yml")
+    assert "paths" in on(workflow)["pull_request"]
+    assert "pull_request_target" not in on(workflow)
+    assert workflow["permissions"] == {"contents": "read", "pull-requests": "write", "id-token": "write"}
+    (job,) = workflow["jobs"].values()
+    assert job["if"] == "github.event.pull_request.head.repo.full_name == github.repository"
+    steps = job["steps"]
+    (checkout,) = [s for s in steps if s.get("uses", "").startswith("actions/checkout@")]
+    assert checkout["with"]["persist-credentials"] is False
+    (changed,) = [s for s in steps if s.get("id") == "changed"]
+    assert "${{" not in changed["run"]  # base and head come through the environment
+    assert (
+        "git diff --name-only --diff-filter=AMR -z" in changed["run"] and '[ ! -L "$file" ]' in changed["run"]
+    )
+    aws = next(i for i, s in enumerate(steps) if s.get("uses", "").startswith("aws-actions/"))
+    assert steps.index(changed) < aws  # copied before any credential exists
+    command = " ".join(" ".join(s.get("run", "").split()) for s in steps)
+    assert "asg-reconciler what-if . --comment ${{ github.event.pull_request.number }}" in command
+    assert "./" not in command and "app/" not in command  # nothing of the checkout is executed

@@ -1,0 +1,651 @@
+"""Workload manifests (what an application's pull request changes) as the pods they would run.
+
+`what-if` reads Kubernetes YAML or JSON: Deployment, StatefulSet, ReplicaSet, ReplicationController,
+Job, CronJob (one run of its job template), Pod and DaemonSet; multi-document files, `kind: List`
+and typed lists (`DeploymentList`). Every document goes through `reconciler.documents.parse_yaml`, the
+one YAML entry point for user files (its limits apply here too), and every pod a workload would run
+is built as a pod object and read by the project's own pod parser (`kube.parse`), so requests (init
+containers, sidecars, overhead, pod-level resources), scheduling and volumes are read exactly as for
+the pods of a live cluster.
+
+A workload that already runs counts only its difference: its pods in the cluster are found through
+their controller (a Deployment's pods are owned by its ReplicaSet `<name>-<pod-template-hash>`), and
+only the pods beyond them are added. An object that runs no pods (Service, ConfigMap, ...) is
+skipped and listed; any other kind is refused, never ignored: an unknown kind may run pods, and
+leaving them out would answer "no capacity needed" for a change that needs some.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+from reconciler.documents import parse_yaml, plain
+from reconciler.errors import UserError
+from reconciler.kube.parse import ObjectReader, label_selector
+from reconciler.model import ClusterState, LabelSelector, OwnerRef, Pod
+
+DEPLOYMENT = "Deployment"
+STATEFUL_SET = "StatefulSet"
+REPLICA_SET = "ReplicaSet"
+REPLICATION_CONTROLLER = "ReplicationController"
+JOB = "Job"
+CRON_JOB = "CronJob"
+POD = "Pod"
+DAEMON_SET = "DaemonSet"
+
+# kind -> the API groups it is served from (apps/v1 and the legacy extensions/v1beta1 ones)
+WORKLOAD_KINDS: Mapping[str, tuple[str, ...]] = {
+    DEPLOYMENT: ("apps", "extensions"),
+    STATEFUL_SET: ("apps",),
+    REPLICA_SET: ("apps", "extensions"),
+    DAEMON_SET: ("apps", "extensions"),
+    REPLICATION_CONTROLLER: ("",),
+    POD: ("",),
+    JOB: ("batch",),
+    CRON_JOB: ("batch",),
+}
+# Built-in kinds that never run a pod themselves: skipped (and listed), so an application's whole
+# manifest can be passed as it is.
+POD_LESS_KINDS = frozenset(
+    {
+        "APIService",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ConfigMap",
+        "CustomResourceDefinition",
+        "Endpoints",
+        "EndpointSlice",
+        "HorizontalPodAutoscaler",
+        "Ingress",
+        "IngressClass",
+        "Lease",
+        "LimitRange",
+        "MutatingWebhookConfiguration",
+        "Namespace",
+        "NetworkPolicy",
+        "PersistentVolume",
+        "PersistentVolumeClaim",
+        "PodDisruptionBudget",
+        "PodTemplate",
+        "PriorityClass",
+        "ResourceQuota",
+        "Role",
+        "RoleBinding",
+        "Secret",
+        "Service",
+        "ServiceAccount",
+        "StorageClass",
+        "ValidatingWebhookConfiguration",
+    }
+)
+# The two PriorityClasses every cluster has (scheduling/v1, built in); other classes' values are not
+# in a manifest or a dump, so a pod naming one takes the priority its workload's running pods have.
+BUILTIN_PRIORITIES: Mapping[str, int] = {
+    "system-node-critical": 2000001000,
+    "system-cluster-critical": 2000000000,
+}
+MAX_ADDED_PODS = 100_000  # what one what-if simulates at most: a typo of replicas is not a plan
+DEFAULT_NAMESPACE = "default"
+
+_SEPARATOR = re.compile(r"^---(\s.*)?$")  # kubectl's YAMLReader: `---`, then nothing but a comment
+_RUN_SUFFIX = re.compile(r"^(?P<cronjob>.+)-\d+$")  # the CronJob controller names a run <name>-<minutes>
+_TERMINAL = frozenset({"Succeeded", "Failed"})
+_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where an object was read: the file, the document (1-based) and, in a list, the item."""
+
+    file: str
+    document: int
+    line: int | None
+    item: int | None = None
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        inside = f"document {self.document}" + (f", item {self.item}" if self.item is not None else "")
+        return f"{where}: {inside}"
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One object that runs pods, as the file says it."""
+
+    source: Source
+    kind: str
+    namespace: str
+    name: str
+    pods: int | None  # pods running at once; None for a DaemonSet (one on every node it selects)
+    template: Mapping[str, Any]  # the pod template: {"metadata": {...}, "spec": {...}}
+    selector: LabelSelector | None = None
+    claim_templates: tuple[str, ...] = ()  # a StatefulSet's volumeClaimTemplates
+    first_ordinal: int = 0  # a StatefulSet's spec.ordinals.start
+    concurrency: str = "Allow"  # a CronJob's concurrencyPolicy
+    note: str = ""  # why it runs fewer pods than it seems to (suspended, ...)
+
+    @property
+    def key(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """An object that runs no pods itself (a Service, a ConfigMap...)."""
+
+    source: Source
+    kind: str
+    name: str
+
+
+@dataclass(frozen=True)
+class Manifests:
+    workloads: tuple[Workload, ...]
+    skipped: tuple[Skipped, ...] = ()
+
+
+def read_workloads(paths: Sequence[Path], default_namespace: str = DEFAULT_NAMESPACE) -> Manifests:
+    """Every workload in `paths` (a directory: every .yaml, .yml and .json file under it); any
+    problem is one UserError naming the file, document and line."""
+    workloads: list[Workload] = []
+    skipped: list[Skipped] = []
+    for path in _files(paths):
+        found = 0
+        for source, document in _documents(path):
+            for item_source, item in _objects(document, source):
+                found += 1
+                one = _workload(item, item_source, default_namespace)
+                if isinstance(one, Skipped):
+                    skipped.append(one)
+                else:
+                    workloads.append(one)
+        if not found:
+            raise UserError(f"{path}: no Kubernetes objects in it (expected YAML or JSON manifests)")
+    seen: dict[str, Source] = {}
+    for w in workloads:
+        if w.key in seen:
+            raise UserError(f"{w.source}: {w.key} is also in {seen[w.key]} (pass each workload once)")
+        seen[w.key] = w.source
+    return Manifests(tuple(workloads), tuple(skipped))
+
+
+def _files(paths: Sequence[Path]) -> list[Path]:
+    files: list[Path] = []
+    for path in paths:
+        if not path.is_dir():
+            files.append(path)
+            continue
+        found = sorted(p for p in path.rglob("*") if p.suffix in _SUFFIXES and p.is_file())
+        if not found:
+            raise UserError(f"{path}: no .yaml, .yml or .json files in this directory")
+        files.extend(found)
+    return files
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"{path}: file not found (pass Kubernetes YAML or JSON manifests)") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not a text file (expected UTF-8 YAML or JSON)") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read: {exc.strerror}") from None
+
+
+def split_documents(text: str) -> Iterator[tuple[int, str]]:
+    """(first line index, text) of each `---`-separated document, as kubectl splits them."""
+    start, lines = 0, text.splitlines(keepends=True)
+    for index, line in enumerate(lines):
+        if _SEPARATOR.match(line.rstrip("\r\n")) and not line.startswith("----"):
+            yield start, "".join(lines[start:index])
+            start = index + 1
+    yield start, "".join(lines[start:])
+
+
+def _documents(path: Path) -> Iterator[tuple[Source, Any]]:
+    text = _read_text(path)
+    for number, (offset, chunk) in enumerate(split_documents(text), start=1):
+        if not chunk.strip():
+            continue
+        # parsed where it stands in the file, so every line number (the parser's too) is the file's
+        document = parse_yaml("\n" * offset + chunk, str(path))
+        if document is None:
+            continue  # only comments
+        yield Source(str(path), number, _line(document) or offset + 1), document
+
+
+def _line(node: Any, key: str | int | None = None) -> int | None:
+    """1-based line of `node` (or of its `key`) in the file, when the round-trip parser kept it."""
+    try:
+        if key is None:
+            return int(node.lc.line) + 1 if isinstance(node, CommentedMap | CommentedSeq) else None
+        if isinstance(node, CommentedMap) and key in node:
+            return int(node.lc.key(key)[0]) + 1
+        if isinstance(node, CommentedSeq) and isinstance(key, int) and key < len(node):
+            return int(node.lc.item(key)[0]) + 1
+    except (AttributeError, KeyError, TypeError):
+        return None
+    return None
+
+
+def _objects(document: Any, source: Source) -> Iterator[tuple[Source, Any]]:
+    """The object, or each item of a `List` / typed list (`DeploymentList`: items carry no kind)."""
+    if not isinstance(document, dict):
+        raise UserError(
+            f"{source}: expected a Kubernetes object (a mapping with apiVersion and kind), "
+            f"got {_type_name(document)}"
+        )
+    kind = document.get("kind")
+    if isinstance(kind, str) and kind.endswith("List") and "items" in document:
+        items = document.get("items")
+        if not isinstance(items, list):
+            raise UserError(f"{source}: items: must be a list of objects (got {_type_name(items)})")
+        item_kind = kind[: -len("List")]
+        for index, item in enumerate(items):
+            where = Source(source.file, source.document, _line(items, index) or source.line, index)
+            if isinstance(item, dict) and item_kind and "kind" not in item:
+                item = {**item, "kind": item_kind}
+            if isinstance(item, dict) and isinstance(item.get("kind"), str) and item["kind"].endswith("List"):
+                raise UserError(f"{where}: a list inside a list (flatten it: one object per item)")
+            yield from _objects(item, where)
+        return
+    yield source, document
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return f"{type(value).__name__} {str(value)[:40]!r}"
+
+
+def _group(api_version: Any) -> str | None:
+    if not isinstance(api_version, str) or not api_version:
+        return None
+    return api_version.split("/", 1)[0] if "/" in api_version else ""
+
+
+def _workload(raw: Any, source: Source, default_namespace: str) -> Workload | Skipped:
+    kind = raw.get("kind")
+    if not isinstance(kind, str) or not kind:
+        raise UserError(f"{source}: kind: missing (every object names its kind, e.g. kind: Deployment)")
+    metadata = raw.get("metadata")
+    if not isinstance(metadata, dict):
+        raise UserError(f"{source}: {kind}: metadata: missing (it must hold at least name)")
+    name = metadata.get("name") or metadata.get("generateName")
+    if not isinstance(name, str) or not name:
+        raise UserError(f"{source}: {kind}: metadata.name: missing (name the object)")
+    label = Source(source.file, source.document, _line(raw, "kind") or source.line, source.item)
+    group = _group(raw.get("apiVersion"))
+    if kind in POD_LESS_KINDS and group is not None:
+        return Skipped(label, kind, name)
+    if kind not in WORKLOAD_KINDS or group not in WORKLOAD_KINDS[kind]:
+        shown = f"{raw.get('apiVersion')} {kind}" if raw.get("apiVersion") else kind
+        if group is None:
+            reason = "apiVersion: missing (e.g. apps/v1 for a Deployment)"
+        else:
+            known = ", ".join(sorted(WORKLOAD_KINDS))
+            reason = (
+                f"unsupported kind {shown} (what-if reads {known}; an object of another kind may run pods "
+                "it cannot see, so it is refused, not ignored: leave this file out, or render the object's "
+                "pods as one of those kinds)"
+            )
+        raise UserError(f"{label}: {kind} {name}: {reason}")
+    namespace = metadata.get("namespace") or default_namespace
+    if not isinstance(namespace, str):
+        raise UserError(f"{label}: {kind} {name}: metadata.namespace: must be a string")
+    spec = raw.get("spec")
+    if not isinstance(spec, dict):
+        raise UserError(f"{label}: {kind} {name}: spec: missing")
+    where = f"{label}: {kind} {name}"
+    builder = _KINDS[kind]
+    workload = builder(plain(raw), plain(spec), where, label, namespace, name)
+    _probe(workload, where)
+    return workload
+
+
+def _probe(workload: Workload, where: str) -> None:
+    """Read one pod of the template now, so a bad quantity is a mistake in this file, found before
+    the cluster is asked anything, not a failure halfway through the plan."""
+    reader = ObjectReader()
+    prefix = f"pod {workload.namespace}/{workload.name}: "
+    try:
+        if workload.kind == DAEMON_SET:
+            reader.daemonset(daemonset_object(workload))
+        reader.pod(pod_object(workload, workload.name, priority=0))
+    except UserError as exc:
+        message = str(exc).removeprefix(prefix)
+        message = message.removeprefix(f"daemonset {workload.namespace}/{workload.name}: ")
+        path = "spec" if workload.kind == POD else "spec.template"
+        raise UserError(f"{where}: {path}: {message}") from None
+
+
+def _count(spec: Mapping[str, Any], key: str, where: str, default: int | None) -> int | None:
+    value = spec.get(key, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise UserError(f"{where}: spec.{key}: {value!r} is not a count (a whole number, 0 or more)")
+    return value
+
+
+def _template(spec: Mapping[str, Any], where: str, path: str = "spec.template") -> dict[str, Any]:
+    template = spec.get("template")
+    if not isinstance(template, dict):
+        raise UserError(f"{where}: {path}: missing (the pod template its pods are made from)")
+    pod_spec = template.get("spec")
+    containers = pod_spec.get("containers") if isinstance(pod_spec, dict) else None
+    if not isinstance(containers, list) or not containers:
+        raise UserError(f"{where}: {path}.spec.containers: missing (a pod runs at least one container)")
+    if any(not isinstance(c, dict) for c in containers):
+        raise UserError(f"{where}: {path}.spec.containers: each container must be a mapping")
+    metadata = template.get("metadata")
+    return {"metadata": metadata if isinstance(metadata, dict) else {}, "spec": pod_spec}
+
+
+def _selector(spec: Mapping[str, Any], where: str) -> LabelSelector | None:
+    raw = spec.get("selector")
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise UserError(f"{where}: spec.selector: must be a mapping")
+    if "matchLabels" in raw or "matchExpressions" in raw:
+        return label_selector(raw)
+    return label_selector({"matchLabels": raw})  # a ReplicationController's plain map
+
+
+def _replicated(
+    raw: Mapping[str, Any], spec: Mapping[str, Any], where: str, source: Source, namespace: str, name: str
+) -> Workload:
+    kind = str(raw["kind"])
+    replicas = _count(spec, "replicas", where, 1) or 0
+    claims: tuple[str, ...] = ()
+    first = 0
+    if kind == STATEFUL_SET:
+        templates = spec.get("volumeClaimTemplates") or []
+        if not isinstance(templates, list):
+            raise UserError(f"{where}: spec.volumeClaimTemplates: must be a list")
+        names = [
+            ((t or {}).get("metadata") or {}).get("name") if isinstance(t, dict) else None for t in templates
+        ]
+        if any(not isinstance(n, str) or not n for n in names):
+            raise UserError(f"{where}: spec.volumeClaimTemplates: every template needs metadata.name")
+        claims = tuple(str(n) for n in names)
+        ordinals = spec.get("ordinals") or {}
+        first = _count(ordinals, "start", where, 0) or 0 if isinstance(ordinals, dict) else 0
+    return Workload(
+        source,
+        kind,
+        namespace,
+        name,
+        replicas,
+        _template(spec, where),
+        _selector(spec, where),
+        claims,
+        first,
+    )
+
+
+def _job_pods(spec: Mapping[str, Any], where: str) -> tuple[int, str]:
+    """Pods a Job runs at once: parallelism (default 1), never more than completions."""
+    if spec.get("suspend") is True:
+        return 0, "suspended (spec.suspend): runs no pods until resumed"
+    parallelism = _count(spec, "parallelism", where, 1) or 0
+    completions = _count(spec, "completions", where, None)
+    return (parallelism if completions is None else min(parallelism, completions)), ""
+
+
+def _job(
+    raw: Mapping[str, Any], spec: Mapping[str, Any], where: str, source: Source, namespace: str, name: str
+) -> Workload:
+    pods, note = _job_pods(spec, where)
+    return Workload(source, JOB, namespace, name, pods, _template(spec, where), note=note)
+
+
+def _cron_job(
+    raw: Mapping[str, Any], spec: Mapping[str, Any], where: str, source: Source, namespace: str, name: str
+) -> Workload:
+    job = (spec.get("jobTemplate") or {}).get("spec") if isinstance(spec.get("jobTemplate"), dict) else None
+    if not isinstance(job, dict):
+        raise UserError(f"{where}: spec.jobTemplate.spec: missing (the Job each run creates)")
+    pods, note = _job_pods(job, where)
+    if spec.get("suspend") is True:
+        pods, note = 0, "suspended (spec.suspend): starts no run until resumed"
+    policy = spec.get("concurrencyPolicy") or "Allow"
+    template = _template(job, where, "spec.jobTemplate.spec.template")
+    return Workload(source, CRON_JOB, namespace, name, pods, template, concurrency=str(policy), note=note)
+
+
+def _pod(
+    raw: Mapping[str, Any], spec: Mapping[str, Any], where: str, source: Source, namespace: str, name: str
+) -> Workload:
+    metadata = raw.get("metadata") or {}
+    template = _template({"template": {"metadata": metadata, "spec": spec}}, where, "Pod")
+    return Workload(source, POD, namespace, name, 1, template)
+
+
+def _daemon_set(
+    raw: Mapping[str, Any], spec: Mapping[str, Any], where: str, source: Source, namespace: str, name: str
+) -> Workload:
+    return Workload(source, DAEMON_SET, namespace, name, None, _template(spec, where), _selector(spec, where))
+
+
+_KINDS = {
+    DEPLOYMENT: _replicated,
+    STATEFUL_SET: _replicated,
+    REPLICA_SET: _replicated,
+    REPLICATION_CONTROLLER: _replicated,
+    JOB: _job,
+    CRON_JOB: _cron_job,
+    POD: _pod,
+    DAEMON_SET: _daemon_set,
+}
+
+
+# ------------------------------------------------------------------------------ against the cluster
+
+
+@dataclass(frozen=True)
+class Change:
+    """What one workload adds to the cluster as it runs today."""
+
+    workload: Workload
+    running: int  # its pods the cluster already has (pending ones included)
+    added: tuple[Pod, ...] = ()
+    note: str = ""
+    nodes: tuple[str, ...] = field(default=())  # a DaemonSet: the existing nodes it would run on
+
+
+def running_pods(workload: Workload, state: ClusterState) -> list[Pod]:
+    """The workload's pods in the cluster now (not finished, not being deleted), found through their
+    controlling owner: a Deployment's ReplicaSet is `<name>-<pod-template-hash>` (the Deployment
+    controller's naming, and the hash is the pod's `pod-template-hash` label)."""
+    kind, name, namespace = workload.kind, workload.name, workload.namespace
+    found = []
+    for pod in state.pods:
+        owner = pod.owner
+        if (
+            owner is None
+            or pod.namespace != namespace
+            or pod.deleting_since is not None
+            or pod.phase in _TERMINAL
+        ):
+            continue
+        if kind == DEPLOYMENT:
+            ours = owner.kind == REPLICA_SET and owner.name == f"{name}-{pod.labels.get('pod-template-hash')}"
+        elif kind == CRON_JOB:
+            run = _RUN_SUFFIX.match(owner.name)
+            ours = owner.kind == JOB and run is not None and run["cronjob"] == name
+        else:
+            ours = owner.kind == kind and owner.name == name
+        if ours:
+            found.append(pod)
+    return found
+
+
+def pod_object(
+    workload: Workload,
+    name: str,
+    *,
+    priority: int,
+    claims: Mapping[str, str] | None = None,
+    owner: OwnerRef | None = None,
+    pinned_to: str = "",
+    created: str | None = None,
+    tolerations: Sequence[Mapping[str, str]] = (),
+) -> dict[str, Any]:
+    """The pod the workload's controller would create, pending and unschedulable (what scale-up is
+    for). `claims`: volume name -> PVC name (a StatefulSet's claim templates). `pinned_to`: a node
+    name, as the DaemonSet controller pins its pods (required node affinity on metadata.name, which
+    replaces the template's node affinity terms)."""
+    template_meta = workload.template.get("metadata") or {}
+    spec = dict(workload.template.get("spec") or {})
+    spec.pop("nodeName", None)
+    spec["priority"] = priority
+    if tolerations:
+        spec["tolerations"] = [*(spec.get("tolerations") or ()), *(dict(t) for t in tolerations)]
+    if claims:
+        spec["volumes"] = [
+            *(spec.get("volumes") or ()),
+            *(
+                {"name": volume, "persistentVolumeClaim": {"claimName": claim}}
+                for volume, claim in claims.items()
+            ),
+        ]
+    node_name = (workload.template.get("spec") or {}).get("nodeName")
+    if pinned_to or node_name:
+        affinity = dict(spec.get("affinity") or {})
+        node_affinity = dict(affinity.get("nodeAffinity") or {})
+        node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {
+            "nodeSelectorTerms": [
+                {
+                    "matchFields": [
+                        {"key": "metadata.name", "operator": "In", "values": [pinned_to or node_name]}
+                    ]
+                }
+            ]
+        }
+        affinity["nodeAffinity"] = node_affinity
+        spec["affinity"] = affinity
+    metadata: dict[str, Any] = {
+        "name": name,
+        "namespace": workload.namespace,
+        "uid": f"what-if:{workload.namespace}/{name}",
+        "labels": dict(template_meta.get("labels") or {}),
+        "annotations": dict(template_meta.get("annotations") or {}),
+    }
+    if created is not None:
+        metadata["creationTimestamp"] = created
+    if owner is not None:
+        metadata["ownerReferences"] = [
+            {"kind": owner.kind, "name": owner.name, "controller": owner.controller}
+        ]
+    status = {
+        "phase": "Pending",
+        "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+    }
+    return {"kind": "Pod", "metadata": metadata, "spec": spec, "status": status}
+
+
+def priority_of(workload: Workload, running: Sequence[Pod]) -> tuple[int, str]:
+    """spec.priority, else a built-in class's value, else what the workload's running pods have,
+    else 0 (with a note when a PriorityClass is named whose value the manifest does not hold)."""
+    spec = workload.template.get("spec") or {}
+    given = spec.get("priority")
+    if isinstance(given, int) and not isinstance(given, bool):
+        return given, ""
+    name = spec.get("priorityClassName")
+    if not name:
+        return 0, ""
+    if name in BUILTIN_PRIORITIES:
+        return BUILTIN_PRIORITIES[name], ""
+    if running:
+        return running[0].priority, ""
+    return 0, f"priorityClassName {name}: its value is not in the manifests or the cluster read; counted as 0"
+
+
+def controller_owner(workload: Workload) -> OwnerRef:
+    """The controlling owner a new pod of the workload would carry (what drain rules read)."""
+    if workload.kind == DEPLOYMENT:
+        return OwnerRef(REPLICA_SET, f"{workload.name}-what-if")
+    if workload.kind == CRON_JOB:
+        return OwnerRef(JOB, f"{workload.name}-what-if")
+    return OwnerRef(workload.kind, workload.name)
+
+
+def added_pods(workload: Workload, state: ClusterState, reader: ObjectReader, budget: int) -> Change:
+    """The pods a replicated workload, Job, CronJob or Pod adds to the cluster as it is: its wanted
+    pods beyond those it runs now. `budget`: how many more pods this what-if may still add."""
+    running = running_pods(workload, state)
+    wanted = workload.pods or 0  # never None here: a DaemonSet's pods depend on the nodes
+    if workload.kind == CRON_JOB and workload.concurrency == "Allow":
+        counted = 0  # another run starts beside a running one
+    elif workload.kind == POD:
+        counted = 1 if any(p.name == workload.name for p in running) or _pod_exists(workload, state) else 0
+    else:
+        counted = len(running)
+    priority, priority_note = priority_of(workload, running)
+    notes = [n for n in (workload.note, priority_note) if n]
+    if counted >= wanted:
+        if wanted < counted:
+            notes.insert(0, f"scales down from {counted} to {wanted} pod(s): adds nothing")
+        elif counted:
+            notes.insert(0, f"unchanged: its {counted} pod(s) already there")
+        return Change(workload, counted, (), "; ".join(notes))
+    count = wanted - counted
+    if count > budget:
+        raise UserError(
+            f"{workload.source}: {workload.key}: adds {count} pod(s), more than what-if simulates "
+            f"({MAX_ADDED_PODS} in all); lower its replicas or parallelism"
+        )
+    names = _new_names(workload, running, count)
+    owner = controller_owner(workload)
+    pods = []
+    for name in names:
+        claims = {c: f"{c}-{name}" for c in workload.claim_templates}
+        raw = pod_object(workload, name, priority=priority, claims=claims, owner=owner)
+        pods.append(reader.pod(raw))
+    if counted:
+        notes.insert(0, f"{counted} pod(s) running: adds {count}")
+    return Change(workload, counted, tuple(pods), "; ".join(notes))
+
+
+def _pod_exists(workload: Workload, state: ClusterState) -> bool:
+    return any(p.namespace == workload.namespace and p.name == workload.name for p in state.pods)
+
+
+def _new_names(workload: Workload, running: Sequence[Pod], count: int) -> list[str]:
+    """A StatefulSet's missing ordinals (`<name>-<ordinal>`, as its controller names them); the name
+    of a Pod; else `<name>-what-if-<n>`."""
+    if workload.kind == POD:
+        return [workload.name]
+    if workload.kind == STATEFUL_SET:
+        taken = {p.name for p in running}
+        names: list[str] = []
+        ordinal = workload.first_ordinal
+        while len(names) < count:
+            candidate = f"{workload.name}-{ordinal}"
+            if candidate not in taken:
+                names.append(candidate)
+            ordinal += 1
+        return names
+    return [f"{workload.name}-what-if-{n}" for n in range(1, count + 1)]
+
+
+def daemonset_object(workload: Workload) -> dict[str, Any]:
+    """The DaemonSet as the API would hold it, for the project's DaemonSet reader."""
+    return {
+        "kind": DAEMON_SET,
+        "metadata": {"name": workload.name, "namespace": workload.namespace},
+        "spec": {"template": dict(workload.template)},
+    }

@@ -1,0 +1,275 @@
+"""`what-if FILE...`: the capacity a workload change needs, before it merges.
+
+The workloads in FILE are read first (a missing or malformed file stops everything before the
+cluster, AWS or Git is asked anything), then the plan stage runs exactly as `plan --dry-run` does
+(`plan_once`, dry run: the manifest on main, the state branch, the cluster, the ASGs, the same
+`make_plan`), with one difference: right after the cluster is observed, the workloads' pods are added
+to it as pending (`change`, below). So the answer is what a plan would add if those pods were
+pending now, priced with `simulate`'s on-demand prices. Nothing is written anywhere: no Git, no AWS,
+no cluster; with `--comment PR`, one comment on that pull request, kept up to date as `check
+--comment` keeps its own (the same forge call, its own marker).
+
+DaemonSets, as the planner already models them on new nodes: a new DaemonSet is added to the
+cluster's DaemonSets, so every node a scale-up adds to a group it selects starts with its pod
+(`SimNode.from_template`, cluster-autoscaler's podsExpectedOnFreshNode); and on every existing node it
+selects its pod is added pending, pinned to that node by node affinity on `metadata.name` as the
+DaemonSet controller pins it. The planner leaves pending DaemonSet pods alone (as cluster-autoscaler
+does: no new node helps them), so the pinned pods carry no DaemonSet owner and are planned as pods
+that fit their own node or nowhere; they are ordered before the other pods (the controller creates
+them at once).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from pathlib import Path
+
+from reconciler.config import Config
+from reconciler.errors import ReconcilerError
+from reconciler.inventory import Inventory, build_inventory
+from reconciler.kube.parse import ObjectReader
+from reconciler.kube.workloads import (
+    DAEMON_SET,
+    MAX_ADDED_PODS,
+    Change,
+    Manifests,
+    Workload,
+    added_pods,
+    daemonset_object,
+    pod_object,
+    priority_of,
+    read_workloads,
+    running_pods,
+)
+from reconciler.markdown import inline
+from reconciler.model import DaemonSet, Pod
+from reconciler.planning.predicates import check
+from reconciler.planning.simnode import DAEMONSET_TOLERATIONS, SimNode, daemonset_runs_on
+from reconciler.planning.types import Plan
+from reconciler.runtime.check_comment import comment_on, forge_for_comments
+from reconciler.runtime.plan_stage import plan_once
+from reconciler.runtime.simulate_stage import load_prices, shipped_prices_region
+from reconciler.whatif_report import MARKER, NEW_NODE, GroupNeed, PodAnswer, WhatIfReport, WorkloadLine
+
+# The DaemonSet controller's pods come at once: placed before the workload's (oldest first).
+_DAEMONSET_CREATED = "1970-01-01T00:00:00+00:00"
+
+
+@dataclass(frozen=True)
+class WhatIfRequest:
+    files: tuple[Path, ...]
+    snapshot: Path | None = None
+    prices: Path | None = None
+    namespace: str = "default"
+
+
+def read_request(request: WhatIfRequest) -> tuple[Manifests, dict[str, float]]:
+    """The files and the prices, checked before anything else is asked: a mistake in them is one
+    line and exit 2 with nothing read from the cluster, AWS or Git."""
+    manifests = read_workloads(request.files, request.namespace)
+    return manifests, load_prices(request.prices)
+
+
+def what_if_once(
+    config: Config,
+    request: WhatIfRequest,
+    now: datetime,
+    read: tuple[Manifests, dict[str, float]] | None = None,
+) -> WhatIfReport:
+    """The plan `plan --dry-run` would make with the workloads' pods pending, as a capacity answer."""
+    manifests, prices = read or read_request(request)
+    adder = _Adder(manifests)
+    run = plan_once(config, request.snapshot, now, dry_run=True, change=adder)
+    inventory = run.inventory
+    assert inventory is not None  # plan_once returns what it planned on
+    shipped = f"shipped {shipped_prices_region()} on-demand"
+    where = shipped if request.prices is None else f"{request.prices} over {shipped}"
+    warnings = list(run.plan.warnings)
+    region = shipped_prices_region()
+    if config.region and config.region != region and request.prices is None:
+        warnings.append(
+            f"prices are {region} on-demand and the cluster is in {config.region}: "
+            "pass --prices FILE for that region's (or your discounted) prices"
+        )
+    return _report(config, request, run.plan, inventory, adder.changes, manifests, prices, where, warnings)
+
+
+class _Adder:
+    """The `change` plan_once applies to the observed inventory: the workloads' pods, pending."""
+
+    def __init__(self, manifests: Manifests) -> None:
+        self.manifests = manifests
+        self.changes: list[Change] = []
+
+    def __call__(self, inventory: Inventory) -> Inventory:
+        state = inventory.state
+        reader = ObjectReader()
+        budget = MAX_ADDED_PODS
+        added: list[Pod] = []
+        daemonsets = list(state.daemonsets)
+        self.changes = []
+        for workload in self.manifests.workloads:
+            if workload.kind == DAEMON_SET:
+                change, daemonset = _daemonset_change(workload, inventory, reader)
+                if daemonset is not None:
+                    daemonsets.append(daemonset)
+            else:
+                change = added_pods(workload, state, reader, budget)
+            budget -= len(change.added)
+            added.extend(change.added)
+            self.changes.append(change)
+        changed = replace(state, pods=state.pods + tuple(added), daemonsets=tuple(daemonsets))
+        return build_inventory(changed, tuple(g.group for g in inventory.groups))
+
+
+def _daemonset_change(
+    workload: Workload, inventory: Inventory, reader: ObjectReader
+) -> tuple[Change, DaemonSet | None]:
+    """A DaemonSet already in the cluster adds nothing; a new one runs on every node it selects:
+    a pod pending on each existing one, and its pod on every new node (the returned DaemonSet)."""
+    state = inventory.state
+    daemonset = reader.daemonset(daemonset_object(workload))
+    if any(d.namespace == workload.namespace and d.name == workload.name for d in state.daemonsets):
+        running = len(running_pods(workload, state))
+        note = f"already runs ({running} pod(s)): adds nothing (a changed pod template is not planned)"
+        return Change(workload, running, (), note), None
+    nodes = [n for n in state.nodes if daemonset_runs_on(daemonset, SimNode.from_node(n, ()))]
+    priority, note = priority_of(workload, ())
+    tolerations = [{"key": t.key, "operator": t.operator, "effect": t.effect} for t in DAEMONSET_TOLERATIONS]
+    pods = tuple(
+        reader.pod(
+            pod_object(
+                workload,
+                f"{workload.name}-{node.name}",
+                priority=priority,
+                pinned_to=node.name,
+                created=_DAEMONSET_CREATED,
+                tolerations=tolerations,
+            )
+        )
+        for node in nodes
+    )
+    return Change(workload, 0, pods, note, tuple(n.name for n in nodes)), daemonset
+
+
+def _report(
+    config: Config,
+    request: WhatIfRequest,
+    plan: Plan,
+    inventory: Inventory,
+    changes: Sequence[Change],
+    manifests: Manifests,
+    prices: Mapping[str, float],
+    where: str,
+    warnings: list[str],
+) -> WhatIfReport:
+    outcomes = {o.pod: o for o in plan.pending}
+    ours: dict[str, tuple[Pod, str]] = {}  # key -> the pod, and the node a DaemonSet pod is pinned to
+    for change in changes:
+        pinned = dict(zip((p.key for p in change.added), change.nodes, strict=False))
+        for pod in change.added:
+            ours[pod.key] = (pod, pinned.get(pod.key, ""))
+    answers: list[PodAnswer] = []
+    for key, (pod, node) in ours.items():
+        outcome = outcomes.get(key)
+        if outcome is None:  # every pending pod gets an outcome; this is the safe answer if not
+            answers.append(PodAnswer(key, None, "the plan gave it no place"))
+        elif node and outcome.node_group is None:
+            answers.append(PodAnswer(key, None, _pinned_reason(pod, node, inventory)))
+        else:
+            answers.append(PodAnswer(key, outcome.node_group, outcome.reason or NEW_NODE))
+    groups = []
+    for g in plan.groups:
+        template = inventory.group(g.name).template
+        instance_type = template.instance_type if template is not None and template.instance_type else None
+        mine = [a for a in answers if a.node_group == g.name]
+        today = sum(1 for o in plan.pending if o.pod not in ours and o.node_group == g.name and not o.reason)
+        groups.append(
+            GroupNeed(
+                name=g.name,
+                add=g.new_nodes,
+                instance_type=instance_type,
+                hourly_price=prices.get(instance_type) if instance_type else None,
+                current=g.current,
+                desired=g.desired,
+                pods=sum(1 for a in mine if a.reason == NEW_NODE),
+                on_existing=sum(1 for a in mine if a.reason != NEW_NODE),
+                pending_today=today,
+                kept_removals=g.cancelled_removals,
+                reasons=g.reasons if g.new_nodes or g.cancelled_removals else (),
+            )
+        )
+    for need in groups:
+        if need.add and need.hourly_price is None:
+            warnings.append(
+                f"{need.name}: no price for {need.instance_type or 'its instance type'} "
+                "(give it with --prices FILE)"
+            )
+    lines = tuple(
+        WorkloadLine(
+            str(c.workload.source),
+            c.workload.kind,
+            c.workload.namespace,
+            c.workload.name,
+            c.workload.pods,
+            c.running,
+            len(c.added),
+            c.note,
+        )
+        for c in changes
+    )
+    return WhatIfReport(
+        cluster=config.cluster,
+        files=tuple(str(f) for f in request.files),
+        workloads=lines,
+        skipped=manifests.skipped,
+        groups=tuple(groups),
+        pods=tuple(answers),
+        prices=where,
+        warnings=tuple(warnings),
+    )
+
+
+def _pinned_reason(pod: Pod, node_name: str, inventory: Inventory) -> str:
+    """Why a DaemonSet pod has no place: its node says no (the planner's own predicates, on the node
+    as it runs today), or the change's other pods took what that node had left."""
+    node = next((n for n in inventory.state.nodes if n.name == node_name), None)
+    if node is None or not node.ready:
+        why = "it is not Ready"
+    else:
+        sim = SimNode.from_node(node, inventory.pods_by_node.get(node_name, ()))
+        found = check(pod, sim)
+        why = found or "the change's other pods take the room it has left"
+    return f"DaemonSet pod for node {node_name}, the only node it may run on: {why}; no new node helps it"
+
+
+def what_if_and_comment(
+    load: Callable[[], Config],
+    request: WhatIfRequest,
+    now: datetime,
+    pull_request: int | None,
+    render: Callable[[WhatIfReport], str],
+) -> tuple[WhatIfReport, str]:
+    """`what-if`, and with a pull request its comment (`render`: its Markdown): (the report, what was
+    commented). The files and prices are read first, then the config (`load`) and the forge: a bad
+    one stops everything with nothing written anywhere, the comment left as it was. A what-if that
+    fails after that still replaces the comment, so an earlier answer never stands for a change that
+    could not be judged."""
+    read = read_request(request)
+    config = load()
+    forge = forge_for_comments(config) if pull_request is not None else None
+    try:
+        report = what_if_once(config, request, now, read)
+    except (Exception, KeyboardInterrupt) as exc:  # any failure: an earlier answer must not stand
+        if pull_request is not None:
+            kind = type(exc).__name__
+            why = str(exc) if isinstance(exc, ReconcilerError) else f"an unexpected error ({kind})"
+            failed = f"{MARKER}\n**failed**: could not work out the capacity: {inline(why)}\n"
+            comment_on(config, pull_request, failed, forge, marker=MARKER)
+        raise
+    said = ""
+    if pull_request is not None:
+        said = comment_on(config, pull_request, render(report), forge, marker=MARKER)
+    return report, said

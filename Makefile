@@ -20,6 +20,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check reconciler tests benchmarks
 	$(BIN)/ruff format --check reconciler tests benchmarks
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 test: lint
 	$(BIN)/python -m pytest -n 2 --dist loadgroup -p no:cacheprovider

@@ -77,9 +77,9 @@ a{color:var(--target)}.muted,.meta{color:var(--muted)}.problem{color:var(--down)
 nav ul{margin:4px 0;padding-left:18px}nav li{margin:2px 0}
 table{border-collapse:collapse;width:100%;margin:8px 0 16px}
 th,td{text-align:left;vertical-align:top;padding:4px 8px;border-bottom:1px solid var(--line);
-unicode-bidi:isolate;overflow-wrap:anywhere}
-th{font-weight:600;background:var(--panel)}td.n{text-align:right;font-variant-numeric:tabular-nums}
-td.t,td.g{white-space:nowrap}
+unicode-bidi:isolate;overflow-wrap:break-word}
+th{font-weight:600;background:var(--panel);white-space:nowrap}
+td.n{text-align:right;font-variant-numeric:tabular-nums}td.t,td.g{white-space:nowrap}
 code{font:12px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;white-space:nowrap}
 figure{margin:14px 0;padding:10px 12px;border:1px solid var(--line);border-radius:6px}
 figcaption{display:flex;flex-wrap:wrap;gap:2px 18px;align-items:baseline;margin-bottom:4px}
@@ -202,9 +202,8 @@ def _overview(fleet: FleetHistory) -> str:
     for index, cluster in enumerate(fleet.clusters, 1):
         name = f'<a href="#c{index}">{escape(cluster.name)}</a>'
         if cluster.problem:
-            rows.append(
-                f'<tr><td>{name}</td><td colspan="7" class="problem">{escape(cluster.problem)}</td></tr>'
-            )
+            problem = escape(cluster.problem)
+            rows.append(f'<tr><td class="g">{name}</td><td colspan="7" class="problem">{problem}</td></tr>')
         for number, g in enumerate(cluster.groups, 1):
             target = "—" if g.target is None else str(g.target)
             if g.removals:
@@ -234,7 +233,8 @@ def _overview(fleet: FleetHistory) -> str:
                 else "none seen"
             )
             rows.append(
-                f'<tr><td>{name}</td><td><a href="#c{index}-g{number}">{escape(g.name)}</a></td>'
+                f'<tr><td class="g">{name}</td>'
+                f'<td class="g"><a href="#c{index}-g{number}">{escape(g.name)}</a></td>'
                 f'<td class="n">{target}</td><td class="n">{aws}</td><td>{"held" if g.held else "—"}</td>'
                 f"<td>{open_cell or '—'}</td><td>{last_cell}</td><td>{drift_cell}</td></tr>"
             )

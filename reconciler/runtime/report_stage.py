@@ -25,7 +25,7 @@ from reconciler.gitops.history import parse_since
 from reconciler.gitops.record_signing import load_verifier
 from reconciler.gitops.records import NOTES_REF, history_entries
 from reconciler.history_report import render_report
-from reconciler.runtime.plan_stage import working_copy
+from reconciler.runtime.capacity_repo import working_copy
 
 REMOTE_BRANCHES = "refs/remotes/origin/"
 

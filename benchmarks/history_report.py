@@ -96,7 +96,7 @@ def manifest_text(cluster: str, groups: dict[str, _Group]) -> str:
 class _Writer:
     """Generates the history in memory, then writes it with two `git fast-import` runs."""
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, start: int) -> None:
         self.rng = random.Random(seed)
         self.state = {
             c: {g: _Group(self.rng.randint(2, 8)) for g in groups} for c, (groups, _) in CLUSTERS.items()
@@ -106,7 +106,7 @@ class _Writer:
             int, list[tuple[int, str, list[tuple[str, str, int, int, tuple[str, ...], str]]]]
         ] = {}
         self.main: int | None = None
-        self.when = START
+        self.when = start
         self.pull = 0
         self.aws = {c: {g: s.target for g, s in groups.items()} for c, groups in self.state.items()}
 
@@ -365,11 +365,11 @@ class _Writer:
         )
 
 
-def build_capacity_repo(repo: Path, commits: int, *, seed: int = 0) -> int:
-    """A bare capacity repository at `repo` with about `commits` commits; returns how many apply
-    records its notes hold."""
+def build_capacity_repo(repo: Path, commits: int, *, seed: int = 0, start: int = START) -> int:
+    """A bare capacity repository at `repo` with about `commits` commits from `start` (seconds since
+    the epoch) on; returns how many apply records its notes hold."""
     subprocess.run(["git", "init", "--quiet", "--bare", "--initial-branch=main", str(repo)], check=True)
-    writer = _Writer(seed)
+    writer = _Writer(seed, start)
     while len(writer.commits) < commits:
         writer.step()
     writer.open_proposal()

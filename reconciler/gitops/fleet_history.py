@@ -246,7 +246,7 @@ def build_fleet(
             if not order:
                 continue
         entries = by_group.get(name, {})
-        times = [e.time for g in order for e in entries.get(g, ())]
+        times = [t for g in order for e in entries.get(g, ()) for t in (e.time, e.opened) if t is not None]
         end = max([now, *times])
         start = since or (min(times) if times else end - timedelta(days=1))
         if start >= end:

@@ -27,12 +27,15 @@ from reconciler.gitops.history import (
     KIND_RELEASE,
     Entry,
     NoteParser,
+    git_output,
     history_command,
     hold_entries,
+    in_folder,
+    lenient_groups,
     open_proposal_entries,
     read_blobs,
 )
-from reconciler.gitops.manifest import Manifest, parse_manifest
+from reconciler.gitops.manifest import GroupEntry, Manifest, parse_manifest
 
 Point = tuple[datetime, int]  # a step line's value from this time on
 
@@ -184,11 +187,9 @@ def read_fleet(
 
 def read_manifests(repo_path: Path | str, ref: str, folder: str, label: str) -> list[ManifestFile]:
     """The manifests directly in `folder` at `ref`, by path; one that does not parse says why."""
-    from reconciler.gitops.history import _git_text, _in_folder
-
     spec = folder.strip("/")
-    listed = _git_text(repo_path, ["ls-tree", "--name-only", ref, "--", f"{spec}/" if spec else "."])
-    paths = sorted(p for p in listed.splitlines() if _in_folder(p, spec))
+    listed = git_output(repo_path, ["ls-tree", "--name-only", ref, "--", f"{spec}/" if spec else "."])
+    paths = sorted(p for p in listed.splitlines() if in_folder(p, spec))
     texts = read_blobs(repo_path, [f"{ref}:{p}" for p in paths])
     found = []
     for path, text in zip(paths, texts, strict=True):
@@ -197,8 +198,18 @@ def read_manifests(repo_path: Path | str, ref: str, folder: str, label: str) -> 
         try:
             found.append(ManifestFile(path, parse_manifest(text, f"{label}:{path}")))
         except UserError as exc:
-            found.append(ManifestFile(path, None, str(exc)))
+            found.append(ManifestFile(path, _lenient(text, path), str(exc)))
     return found
+
+
+def _lenient(text: str, path: str) -> Manifest | None:
+    """What a manifest the schema refuses still says (its cluster, groups, targets, holds), so the
+    page names the problem and still shows the groups; None when it is not YAML at all."""
+    read = lenient_groups(text, path)
+    if read is None:
+        return None
+    cluster, groups = read
+    return Manifest(cluster, tuple(GroupEntry(g, target, hold) for g, (hold, target) in groups.items()), path)
 
 
 # -------------------------------------------------------------------------------- the pure model

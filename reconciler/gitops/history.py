@@ -378,13 +378,13 @@ def hold_entries(repo_path: Path | str, ref: str, folder: str) -> list[Entry]:
     """
     spec = folder.strip("/")
     args = ["log", "--first-parent", "--diff-merges=first-parent", f"--format={_HOLD_FORMAT}", "-G", "hold:"]
-    out = _git_text(repo_path, [*args, "--name-only", ref, "--", spec or "."])
+    out = git_output(repo_path, [*args, "--name-only", ref, "--", spec or "."])
     commits: list[tuple[list[str], list[str]]] = []
     wanted: list[str] = []
     for chunk in out.split("\x1e")[1:]:
         header, _, names = chunk.partition("\n")
         fields = header.split("\x00")
-        paths = [n for n in names.split("\n") if _in_folder(n, spec)]
+        paths = [n for n in names.split("\n") if in_folder(n, spec)]
         if len(fields) == 6 and paths:
             commits.append((fields, paths))
             parent = fields[1].split(" ", 1)[0]
@@ -395,7 +395,7 @@ def hold_entries(repo_path: Path | str, ref: str, folder: str) -> list[Entry]:
     for (sha, _, author, email, seconds, subject), paths in commits:
         time = datetime.fromtimestamp(int(seconds), UTC)
         for path in paths:
-            before, after = _held(next(blobs), path), _held(next(blobs), path)
+            before, after = lenient_groups(next(blobs), path), lenient_groups(next(blobs), path)
             if after is None:
                 continue
             cluster, groups = after
@@ -409,7 +409,7 @@ def hold_entries(repo_path: Path | str, ref: str, folder: str) -> list[Entry]:
     return entries
 
 
-def _in_folder(path: str, folder: str) -> bool:
+def in_folder(path: str, folder: str) -> bool:
     """A manifest is a .yaml/.yml file directly in the folder (the folder of `git.path`)."""
     if not path.endswith((".yaml", ".yml")):
         return False
@@ -417,7 +417,7 @@ def _in_folder(path: str, folder: str) -> bool:
     return directory == folder
 
 
-def _held(text: str | None, path: str) -> tuple[str, dict[str, tuple[bool, int]]] | None:
+def lenient_groups(text: str | None, path: str) -> tuple[str, dict[str, tuple[bool, int]]] | None:
     """(cluster, group -> (held, target)) of a manifest text; None when it is not a readable one.
 
     A quick, lenient read (libyaml): only the commits `hold_entries` found are read, and a manifest
@@ -441,7 +441,7 @@ def _held(text: str | None, path: str) -> tuple[str, dict[str, tuple[bool, int]]
             desired, removals = body.get("desired"), body.get("removeInstances")
             target = desired if isinstance(desired, int) else 0
             target -= len(removals) if isinstance(removals, list) else 0
-            groups[str(name)] = (body.get("hold") is True, target)
+            groups[str(name)] = (body.get("hold") is True, max(target, 0))
     return cluster, groups
 
 
@@ -449,11 +449,11 @@ def open_proposal_entries(repo_path: Path | str, ref: str, namespace: str) -> li
     """Proposals waiting for a person (kind "open"): the newest capacity commit of each branch under
     `namespace` (e.g. "refs/remotes/origin/") that `ref` has not merged; the planner's state branches
     are not proposals. `proposal` is the commit's own, else the branch; `opened` its commit time."""
-    listed = _git_text(repo_path, ["for-each-ref", f"--no-merged={ref}", "--format=%(refname)", namespace])
+    listed = git_output(repo_path, ["for-each-ref", f"--no-merged={ref}", "--format=%(refname)", namespace])
     refs = [r for r in listed.split() if not (r.endswith("/state") and "/asg-reconciler/" in r)]
     if not refs:
         return []
-    out = _git_text(repo_path, ["log", "--source", f"--format={_OPEN_FORMAT}", *refs, f"^{ref}", "--"])
+    out = git_output(repo_path, ["log", "--source", f"--format={_OPEN_FORMAT}", *refs, f"^{ref}", "--"])
     entries: list[Entry] = []
     seen: set[str] = set()
     for chunk in out.split("\x1e")[1:]:
@@ -515,7 +515,7 @@ _NO_COMMITS = (
 )
 
 
-def _git_text(repo_path: Path | str, args: list[str]) -> str:
+def git_output(repo_path: Path | str, args: list[str]) -> str:
     """One git command's output; a ref with no commits yet (an empty repository) is no output."""
     if not Path(repo_path).is_dir():
         raise OperationError(f"git {args[0]}: {repo_path} is not a directory")

@@ -70,7 +70,8 @@ def write_report(
     verifier = load_verifier(config.apply.record_signers, "apply.recordSigners")
     copy = working_copy(config)
     copy.fetch_notes(NOTES_REF)
-    folder = str(PurePosixPath(config.manifest_path).parent).removeprefix(".")
+    parent = str(PurePosixPath(config.manifest_path).parent)
+    folder = "" if parent == "." else parent
     branch = config.git.branch
     source = read_fleet(
         copy.path,

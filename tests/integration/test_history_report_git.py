@@ -216,6 +216,20 @@ def test_the_fleet_from_one_repository(tmp_path: Path) -> None:
     assert [p.instances for p in staging.open_proposals] == [("i-0bbbbbbbbbbbbbbbb",)]
 
 
+def test_a_manifest_the_schema_refuses_still_shows_its_groups(tmp_path: Path) -> None:
+    """Written by hand with a mistake (an instance id EC2 never gives): the page names the problem
+    and still charts the groups, read leniently."""
+    repo = init_bare(tmp_path / "capacity.git")
+    text = manifest("edge", {"edge-a": (3, True, ("i-abc",)), "edge-b": (1, False, ())})
+    BOB.commit(repo, "main", {"capacity/edge.yaml": text}, "Add the edge cluster\n", when=T0)
+    (found,) = read_fleet(repo, "main", "capacity", "refs/heads/", history_entries).manifests
+    assert found.manifest is not None and "removeInstances" in found.problem
+    model = build_fleet(read_fleet(repo, "main", "capacity", "refs/heads/", history_entries), now=at(1))
+    (cluster,) = model.clusters
+    assert (cluster.name, cluster.problem) == ("edge", found.problem)
+    assert [(g.name, g.target, g.held) for g in cluster.groups] == [("edge-a", 2, True), ("edge-b", 1, False)]
+
+
 def test_an_empty_repository_and_a_folder_at_the_root(tmp_path: Path) -> None:
     empty = init_bare(tmp_path / "empty.git")
     source = read_fleet(empty, "main", "capacity", "refs/heads/", history_entries)

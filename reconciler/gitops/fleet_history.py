@@ -368,9 +368,12 @@ def _proposals(entries: Sequence[Entry], since: datetime | None) -> tuple[Propos
     """Scale-downs (merged or open) with when they were opened, approved, applied or cancelled."""
     downs = [a for a in entries if a.kind == KIND_APPLY and a.direction == "down"]
     cancels = [c for c in entries if c.kind == KIND_CHANGE and _CANCEL in c.reason]
+    landed = {i for e in entries if e.kind == KIND_CHANGE for i in e.instances}
     tracks = []
     for e in entries:
         if e.kind == KIND_OPEN:
+            if e.instances and landed.issuperset(e.instances):
+                continue  # squash-merged, its branch kept: Git calls it unmerged, main has it
             tracks.append(
                 ProposalTrack(
                     e.proposal,

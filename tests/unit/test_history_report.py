@@ -183,6 +183,41 @@ def test_proposals_opened_approved_applied_and_waiting() -> None:
     assert fleet().clusters[0].open_proposals == (still_open,)
 
 
+def test_a_squash_merged_proposal_whose_branch_was_kept_is_not_open() -> None:
+    """A squash merge leaves the branch unmerged in Git's eyes; its instances on main say it landed."""
+    opened = NOW - timedelta(days=1)
+    branch = Entry(
+        "open",
+        "prod",
+        "general",
+        opened,
+        5,
+        4,
+        "down",
+        "idle",
+        "f" * 40,
+        "asg-reconciler",
+        instances=("i-0ddd",),
+        proposal="asg-reconciler/prod/scale-down",
+        opened=opened,
+    )
+    squashed = change(
+        "prod",
+        "general",
+        NOW - timedelta(hours=3),
+        5,
+        4,
+        "idle",
+        instances=("i-0ddd",),
+        proposal="#9",
+        merged_by="Bob Builder",
+    )
+    entries = tuple(sorted((*ENTRIES, branch, squashed), key=lambda e: e.time, reverse=True))
+    model = build_fleet(FleetSource(entries, MANIFESTS), now=NOW)
+    assert [p.instances for p in model.clusters[0].open_proposals] == [("i-0ccc",)]
+    assert ("i-0ddd",) in [p.instances for p in model.clusters[0].groups[0].proposals]  # as landed
+
+
 def test_holds_span_from_the_commit_that_set_them() -> None:
     gpu = fleet().clusters[0].groups[1]
     ((span),) = gpu.holds

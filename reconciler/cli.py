@@ -268,9 +268,30 @@ def resume(config_file: str | None, node_group: str | None) -> None:
 @_output_option("table", "json", "yaml", "csv")
 @click.option("--node-group", metavar="NAME", help="Only this group's entries.")
 @click.option("--since", metavar="WHEN", help="A date, an ISO time, or a duration ago such as 24h or 7d.")
-def history(config_file: str | None, output: str, node_group: str | None, since: str | None) -> None:
+@click.option(
+    "--report",
+    metavar="FILE.html",
+    help="Write one self-contained HTML page for every cluster of the capacity repository instead.",
+)
+@click.pass_context
+def history(
+    context: click.Context,
+    config_file: str | None,
+    output: str,
+    node_group: str | None,
+    since: str | None,
+    report: str | None,
+) -> None:
     """The capacity audit trail of every group, from commit trailers (one git log)."""
     from functools import partial
+
+    if report is not None:
+        from reconciler.runtime.report_stage import write_report
+
+        if context.get_parameter_source("output") is not click.core.ParameterSource.DEFAULT:
+            raise UserError("--output and --report: choose one (--report writes HTML; --output prints)")
+        click.echo(write_report(_load(config_file), report, since, node_group))
+        return
 
     from reconciler.gitops.history import history_command, render_history
     from reconciler.gitops.record_signing import load_verifier

@@ -443,6 +443,7 @@ def capacity_history(repo: Path, count: int, *, cluster: str = CLUSTER, seed: in
                         instances=message.removals_for(change.group),
                         proposal=extra.get("proposal", message.proposal),
                         merged_by=extra.get("merged_by", ""),
+                        opened=extra.get("opened"),
                     ),
                 )
             )
@@ -505,6 +506,7 @@ def capacity_history(repo: Path, count: int, *, cluster: str = CLUSTER, seed: in
                 when + 30,
                 merged_by=merger.name,
                 proposal=message.proposal or f"#{pull}",
+                opened=datetime.fromtimestamp(when, UTC),
             )
         elif roll < 0.8:  # squash-merged scale-down: the forge commits as the person who merged
             pull += 1

@@ -26,6 +26,9 @@ from reconciler.gitops.trailers import Scanned, last_paragraph, scan_trailers
 NOTES_REF = "refs/notes/asg-reconciler"
 KIND_CHANGE = "change"
 KIND_APPLY = "apply"
+KIND_HOLD = "hold"  # `hold: true` set on a group in its manifest (`hold_entries`)
+KIND_RELEASE = "release"  # the hold lifted
+KIND_OPEN = "open"  # a proposal branch not merged yet (`open_proposal_entries`)
 
 # %B rather than %(trailers): git prints raw messages faster than it parses trailers, and only
 # capacity commits (a substring test away) need parsing at all.
@@ -56,6 +59,7 @@ class Entry(NamedTuple):
     instances: tuple[str, ...] = ()  # removed by a scale-down
     proposal: str = ""
     merged_by: str = ""
+    opened: datetime | None = None  # a proposal's own commit time (merged or open): how long it waited
 
 
 class LogRecord(NamedTuple):
@@ -295,9 +299,10 @@ def _entries(
     time = datetime.fromtimestamp(int((merge or parts)[5]), UTC)
     if since is not None and time < since:
         return []
-    proposal, merged_by = found.proposal, ""
+    proposal, merged_by, opened = found.proposal, "", None
     if merge is not None:
         merged_by = merge[2]
+        opened = datetime.fromtimestamp(int(parts[5]), UTC)
         proposal = proposal or _proposal_of(merge[0], merge[6].split("\n", 1)[0])
     elif committer != author and (found.removals or any(c[2] < c[1] for c in found.changes)):
         merged_by = committer  # squashed or rebased by a forge: the committer merged it
@@ -343,6 +348,7 @@ def _entries(
                 tuple(removed[group]) if group in removed else (),
                 proposal,
                 merged_by,
+                opened,
             )
         )
     return entries
@@ -354,6 +360,173 @@ def _proposal_of(merge_sha: str, subject: str) -> str:
         return pull[0]
     branch = _BRANCH.match(subject)
     return branch[1] if branch else merge_sha[:12]
+
+
+# ------------------------------------------------------------------ holds and open proposals (report)
+
+_HOLD_FORMAT = "%x1e" + "%x00".join(("%H", "%P", "%an", "%ae", "%ct", "%s"))
+_OPEN_FORMAT = "%x1e" + "%x00".join(("%H", "%P", "%an", "%ae", "%cn", "%ct", "%B", "%S"))
+
+
+def hold_entries(repo_path: Path | str, ref: str, folder: str) -> list[Entry]:
+    """Holds set (kind "hold") and lifted ("release") in the manifests of `folder`, newest first.
+
+    People set `hold` by hand, without trailers, so this is the one place history reads manifest
+    text: `git log -G hold:` on the first-parent line (a merged branch shows as its merge) names the
+    few commits whose diff touches a `hold:` line, and only their manifests, before and after, are
+    read with one `git cat-file --batch`. The commit's subject is the reason.
+    """
+    spec = folder.strip("/")
+    args = ["log", "--first-parent", "--diff-merges=first-parent", f"--format={_HOLD_FORMAT}", "-G", "hold:"]
+    out = git_output(repo_path, [*args, "--name-only", ref, "--", spec or "."])
+    commits: list[tuple[list[str], list[str]]] = []
+    wanted: list[str] = []
+    for chunk in out.split("\x1e")[1:]:
+        header, _, names = chunk.partition("\n")
+        fields = header.split("\x00")
+        paths = [n for n in names.split("\n") if in_folder(n, spec)]
+        if len(fields) == 6 and paths:
+            commits.append((fields, paths))
+            parent = fields[1].split(" ", 1)[0]
+            for path in paths:
+                wanted += [f"{parent}:{path}" if parent else "", f"{fields[0]}:{path}"]
+    blobs = iter(read_blobs(repo_path, wanted))
+    entries: list[Entry] = []
+    for (sha, _, author, email, seconds, subject), paths in commits:
+        time = datetime.fromtimestamp(int(seconds), UTC)
+        for path in paths:
+            before, after = lenient_groups(next(blobs), path), lenient_groups(next(blobs), path)
+            if after is None:
+                continue
+            cluster, groups = after
+            held_before = before[1] if before else {}
+            for group, (held, target) in groups.items():
+                if held != held_before.get(group, (False, 0))[0]:
+                    kind = KIND_HOLD if held else KIND_RELEASE
+                    entries.append(
+                        Entry(kind, cluster, group, time, target, target, "none", subject, sha, author, email)
+                    )
+    return entries
+
+
+def in_folder(path: str, folder: str) -> bool:
+    """A manifest is a .yaml/.yml file directly in the folder (the folder of `git.path`)."""
+    if not path.endswith((".yaml", ".yml")):
+        return False
+    directory, _, _ = path.rpartition("/")
+    return directory == folder
+
+
+def lenient_groups(text: str | None, path: str) -> tuple[str, dict[str, tuple[bool, int]]] | None:
+    """(cluster, group -> (held, target)) of a manifest text; None when it is not a readable one.
+
+    A quick, lenient read (libyaml): only the commits `hold_entries` found are read, and a manifest
+    that does not parse says nothing about holds (`validate` is where its problems are reported).
+    """
+    if not text:
+        return None
+    import yaml  # PyYAML's C loader: a few hundred manifests in milliseconds
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        document = yaml.load(text, Loader=loader)
+    except yaml.YAMLError:
+        return None
+    if not isinstance(document, dict) or not isinstance(document.get("nodeGroups"), dict):
+        return None
+    cluster = str(document.get("cluster") or path.rpartition("/")[2].rsplit(".", 1)[0])
+    groups: dict[str, tuple[bool, int]] = {}
+    for name, body in document["nodeGroups"].items():
+        if isinstance(body, dict):
+            desired, removals = body.get("desired"), body.get("removeInstances")
+            target = desired if isinstance(desired, int) else 0
+            target -= len(removals) if isinstance(removals, list) else 0
+            groups[str(name)] = (body.get("hold") is True, max(target, 0))
+    return cluster, groups
+
+
+def open_proposal_entries(repo_path: Path | str, ref: str, namespace: str) -> list[Entry]:
+    """Proposals waiting for a person (kind "open"): the newest capacity commit of each branch under
+    `namespace` (e.g. "refs/remotes/origin/") that `ref` has not merged; the planner's state branches
+    are not proposals. `proposal` is the commit's own, else the branch; `opened` its commit time."""
+    listed = git_output(repo_path, ["for-each-ref", f"--no-merged={ref}", "--format=%(refname)", namespace])
+    refs = [r for r in listed.split() if not (r.endswith("/state") and "/asg-reconciler/" in r)]
+    if not refs:
+        return []
+    out = git_output(repo_path, ["log", "--source", f"--format={_OPEN_FORMAT}", *refs, f"^{ref}", "--"])
+    entries: list[Entry] = []
+    seen: set[str] = set()
+    for chunk in out.split("\x1e")[1:]:
+        parts = chunk.split("\x00")
+        branch = parts[7].strip()
+        if branch in seen:
+            continue
+        paragraph = last_paragraph(parts[6])
+        scanned = scan_trailers(paragraph) if paragraph is not None else None
+        if scanned is None:
+            continue
+        seen.add(branch)
+        opened = datetime.fromtimestamp(int(parts[5]), UTC)
+        name = scanned.proposal or branch.removeprefix(namespace)
+        entries += [
+            e._replace(kind=KIND_OPEN, proposal=name, merged_by="", opened=opened)
+            for e in _entries(parts[:7], scanned, None, None, None)
+        ]
+    return entries
+
+
+def read_blobs(repo_path: Path | str, specs: Sequence[str]) -> list[str | None]:
+    """The text of each `<commit>:<path>` (None when there is no such file, or for ""), with one
+    `git cat-file --batch`."""
+    asked = [s for s in specs if s]
+    if not asked:
+        return [None] * len(specs)
+    result = subprocess.run(
+        ["git", "cat-file", "--batch"],
+        cwd=repo_path,
+        input="".join(f"{s}\n" for s in asked).encode(),
+        capture_output=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise OperationError(f"git cat-file in {repo_path}: {result.stderr.decode(errors='replace').strip()}")
+    data, at = result.stdout, 0
+    found: list[str | None] = []
+    for _ in asked:
+        end = data.index(b"\n", at)
+        header = data[at:end].split()
+        if len(header) == 3 and header[1] == b"blob":
+            size = int(header[2])
+            found.append(data[end + 1 : end + 1 + size].decode("utf-8", errors="replace"))
+            at = end + 2 + size
+        else:  # "<spec> missing", or a tree
+            found.append(None)
+            at = end + 1 + (int(header[2]) + 1 if len(header) == 3 else 0)
+    texts = iter(found)
+    return [next(texts) if s else None for s in specs]
+
+
+_NO_COMMITS = (
+    "unknown revision",
+    "bad revision",
+    "does not have any commits",
+    "malformed object name",
+    "Not a valid object name",
+)
+
+
+def git_output(repo_path: Path | str, args: list[str]) -> str:
+    """One git command's output; a ref with no commits yet (an empty repository) is no output."""
+    if not Path(repo_path).is_dir():
+        raise OperationError(f"git {args[0]}: {repo_path} is not a directory")
+    result = subprocess.run(["git", *args], cwd=repo_path, capture_output=True, check=False)
+    stderr = result.stderr.decode("utf-8", errors="replace").strip()
+    if result.returncode != 0:
+        if any(s in stderr for s in _NO_COMMITS):
+            return ""
+        reason = stderr.splitlines()[-1] if stderr else f"exit code {result.returncode}"
+        raise OperationError(f"git {args[0]} in {repo_path}: {reason.removeprefix('fatal: ')}")
+    return result.stdout.decode("utf-8", errors="replace")
 
 
 # ------------------------------------------------------------------------------------ --since WHEN

@@ -6,8 +6,6 @@ first: a broken manifest or an unreachable remote stops the run before anything 
 
 from __future__ import annotations
 
-import hashlib
-import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -36,6 +34,8 @@ from reconciler.gitops.state import load_state
 from reconciler.inventory import Inventory
 from reconciler.planning.plan import make_plan
 from reconciler.planning.types import CommittedGroup, Plan, PlanInputs, PlannerMemory
+from reconciler.runtime.capacity_repo import default_work_dir as default_work_dir
+from reconciler.runtime.capacity_repo import working_copy as working_copy
 from reconciler.world import observe
 
 
@@ -46,26 +46,6 @@ class PlanRun:
     notes: tuple[str, ...] = ()  # a dry run: what it would write besides the plan (adoptions)
     inventory: Inventory | None = None  # what was observed (the run loop's events name pods by uid)
     aws_calls: Mapping[str, int] = field(default_factory=dict)  # requests per API this plan made
-
-
-def default_work_dir(config: Config) -> Path:
-    """A cache directory per cluster and remote, so two configs never share a clone."""
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    digest = hashlib.sha256(config.git.url.encode()).hexdigest()[:10]
-    return base / "asg-reconciler" / f"{config.cluster}-{digest}"
-
-
-def working_copy(config: Config, *, fetch: bool = True) -> WorkingCopy:
-    """The clone of the capacity repo, fetched (`fetch=False`: as last fetched, for a second look
-    right after one that did)."""
-    if not config.git.url:
-        raise UserError(
-            f"{config.source or 'config'}: git.url: not set (point it at the capacity repository)"
-        )
-    copy = WorkingCopy.from_config(config.git, default_work_dir(config))
-    if fetch:
-        copy.sync()
-    return copy
 
 
 def read_manifest(text: str | None, label: str) -> Manifest | None:

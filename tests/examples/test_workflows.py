@@ -33,8 +33,8 @@ def on(workflow: dict[Any, Any]) -> dict[str, Any]:
 
 
 def test_the_workflows_are_there() -> None:
-    """Three for the capacity repository, what-if.yml for an application's."""
-    assert [f.name for f in FILES] == ["apply.yml", "check.yml", "plan.yml", "what-if.yml"]
+    """Four for the capacity repository, what-if.yml for an application's."""
+    assert [f.name for f in FILES] == ["apply.yml", "check.yml", "plan.yml", "report.yml", "what-if.yml"]
 
 
 @pytest.mark.skipif(not CHECK_JSONSCHEMA.exists(), reason="check-jsonschema is not installed in this venv")
@@ -67,8 +67,10 @@ def test_least_permissions_and_pinned_actions(path: Path) -> None:
     assert "aws-access-key-id" not in text and "AWS_SECRET_ACCESS_KEY" not in text  # OIDC only
 
 
-def test_every_workflow_reaches_aws_by_oidc() -> None:
+def test_every_workflow_that_reaches_aws_does_so_by_oidc() -> None:
     for path in FILES:
+        if path.name == "report.yml":
+            continue  # reads Git only (test_report_publishes_the_capacity_history_on_a_schedule)
         workflow = load(path.name)
         assert workflow["permissions"].get("id-token") == "write"
         steps = [s for job in workflow["jobs"].values() for s in job["steps"]]
@@ -118,14 +120,43 @@ def test_the_commands_the_workflows_run_exist() -> None:
 
     from reconciler.cli import cli
 
-    for args in (["plan", "--help"], ["apply", "--help"], ["check", "--help"], ["what-if", "--help"]):
+    for args in (
+        ["plan", "--help"],
+        ["apply", "--help"],
+        ["check", "--help"],
+        ["what-if", "--help"],
+        ["history", "--help"],
+    ):
         result = CliRunner().invoke(cli, args)
         assert result.exit_code == 0, result.output
     help_text = CliRunner().invoke(cli, ["check", "--help"]).output
     assert "--ref" in help_text and "--comment" in help_text
+    assert "--report" in CliRunner().invoke(cli, ["history", "--help"]).output
 
 
-@pytest.mark.parametrize("name", ["plan.yml", "apply.yml", "check.yml", "what-if.yml"])
+def test_report_publishes_the_capacity_history_on_a_schedule() -> None:
+    """Issue 23: the fleet's history page, built daily, kept as an artifact and served by Pages;
+    it reads Git only, so it holds no AWS role, no Kubernetes access and no bot token."""
+    workflow = load("report.yml")
+    assert on(workflow)["schedule"] and "workflow_dispatch" in on(workflow)
+    assert workflow["permissions"] == {"contents": "read", "pages": "write", "id-token": "write"}
+    steps = [s for job in workflow["jobs"].values() for s in job["steps"]]
+    runs = [" ".join(str(s.get("run", "")).split()) for s in steps]
+    assert "asg-reconciler history --report site/index.html" in runs
+    uses = [str(s.get("uses", "")).split("@")[0] for s in steps]
+    assert {"actions/upload-artifact", "actions/upload-pages-artifact", "actions/deploy-pages"} <= set(uses)
+    assert not any(u.startswith("aws-actions/") for u in uses)
+    text = (WORKFLOWS / "report.yml").read_text()
+    assert "secrets." not in text and "update-kubeconfig" not in text
+    (deploy,) = [
+        job
+        for job in workflow["jobs"].values()
+        if any("deploy-pages" in str(s.get("uses")) for s in job["steps"])
+    ]
+    assert deploy["environment"]["name"] == "github-pages"
+
+
+@pytest.mark.parametrize("name", ["plan.yml", "apply.yml", "check.yml", "report.yml", "what-if.yml"])
 def test_git_and_forge_tokens_reach_only_the_step_that_runs_asg_reconciler(name: str) -> None:
     """Found by review: job-level tokens were in the environment of `pip install` and the AWS CLI."""
     for job in load(name)["jobs"].values():

@@ -88,6 +88,7 @@ def test_a_real_proposal_merge(seeded_remote: Path) -> None:
             instances=("i-0123456789abcdef0",),
             proposal=branch,
             merged_by=ALICE.name,
+            opened=t0 + timedelta(minutes=1),  # the proposal's own commit: it waited 1h59m
         ),
         Entry(
             kind="change",

@@ -20,6 +20,7 @@ from reconciler.model import (
     CPU,
     DEFAULT_GRACE_PERIOD_SECONDS,
     LEGACY_ZONE_LABEL,
+    MEMORY,
     MIRROR_POD,
     NO_SCHEDULING,
     NO_VOLUMES,
@@ -85,20 +86,23 @@ def parse_time(value: str | None) -> datetime | None:
 
 def resources_from(raw: Mapping[str, Any] | None, where: str) -> Resources:
     """Quantity map (`{"cpu": "100m", "memory": "2Gi"}`) into integer units."""
+    return Resources({k: v for k, v in _amounts(raw, where).items() if v})
+
+
+def _amounts(raw: Mapping[str, Any] | None, where: str) -> dict[str, int]:
+    """A quantity map's amounts, zeros kept (a pod-level `cpu: 0` still replaces the containers')."""
     if not raw:
-        return Resources()
+        return {}
     values: dict[str, int] = {}
     for name, quantity in raw.items():
         if name in _IGNORED_RESOURCES:
             continue
         text = quantity if isinstance(quantity, str) else str(quantity)
         try:
-            amount = milli_value(text) if name == CPU else int_value(text)
+            values[name] = milli_value(text) if name == CPU else int_value(text)
         except QuantityError as exc:
             raise UserError(f"{where}: {name}: {exc}") from None
-        if amount:
-            values[name] = amount
-    return Resources(values)
+    return values
 
 
 def _add_into(total: dict[str, int], part: Resources) -> None:
@@ -106,26 +110,78 @@ def _add_into(total: dict[str, int], part: Resources) -> None:
         total[name] = total.get(name, 0) + amount
 
 
-def pod_requests(spec: Raw, where: str) -> Resources:
-    """What the scheduler reserves for a pod: max(app containers + sidecars, each init container +
-    the sidecars started before it) + overhead, per resource (Kubernetes' PodRequests)."""
+def _at_least(*parts: Resources) -> Resources:
+    """The per-resource maximum (helpers.go's `max` of ResourceLists)."""
+    merged: dict[str, int] = {}
+    for part in parts:
+        for name, amount in part.values.items():
+            if amount > merged.get(name, 0):
+                merged[name] = amount
+    return Resources(merged)
+
+
+def _pod_level(name: str) -> bool:
+    """The resources a pod may request as a whole (helpers.go IsSupportedPodLevelResource)."""
+    return name in (CPU, MEMORY) or name.startswith("hugepages-")
+
+
+def resize_infeasible(status: Raw | None) -> bool:
+    """The kubelet found a pending in-place resize infeasible (PodResizePending, reason
+    Infeasible): the scheduler then counts what the node gave the containers, not their spec."""
+    for condition in (status or {}).get("conditions") or ():
+        if condition.get("type") == "PodResizePending":
+            return bool(condition.get("reason") == "Infeasible")
+    return False
+
+
+def pod_requests(spec: Raw, where: str, status: Raw | None = None) -> Resources:
+    """What the scheduler reserves for a pod (Kubernetes' PodRequests, as kube-scheduler and
+    cluster-autoscaler 1.33-1.35 call it):
+
+    - each container's requests; with in-place resize, a container whose status reports resources
+      counts max(spec, status allocatedResources, status resources.requests), or, when the resize is
+      infeasible, max(allocated, actuated) (plain init containers always count their spec);
+    - max(app containers + sidecars, each init container + the sidecars started before it);
+    - pod-level `spec.resources.requests` (PodLevelResources) replace that for each of cpu, memory
+      and hugepages-* they set; the rest stays the containers';
+    - plus overhead.
+    """
+    statuses: dict[str, Raw] = {}
+    for key in ("containerStatuses", "initContainerStatuses"):  # the latter wins a name, as in Go
+        for found in (status or {}).get(key) or ():
+            statuses[found.get("name", "")] = found
+    infeasible = bool(statuses) and resize_infeasible(status)
+
+    def requests_of(container: Raw) -> Resources:
+        requests = resources_from((container.get("resources") or {}).get("requests"), where)
+        found = statuses.get(container.get("name", ""))
+        if found is None or found.get("resources") is None:
+            return requests
+        actuated = resources_from((found.get("resources") or {}).get("requests"), where)
+        allocated = resources_from(found.get("allocatedResources"), where)
+        return _at_least(actuated, allocated) if infeasible else _at_least(requests, actuated, allocated)
+
     total: dict[str, int] = {}
     for container in spec.get("containers") or ():
-        _add_into(total, resources_from((container.get("resources") or {}).get("requests"), where))
+        _add_into(total, requests_of(container))
     sidecars: dict[str, int] = {}
     init_peak: dict[str, int] = {}
     for container in spec.get("initContainers") or ():
-        requests = resources_from((container.get("resources") or {}).get("requests"), where)
         if container.get("restartPolicy") == "Always":  # a sidecar: runs alongside the app
+            requests = requests_of(container)
             _add_into(sidecars, requests)
             _add_into(total, requests)
             continue
+        requests = resources_from((container.get("resources") or {}).get("requests"), where)
         for name, amount in requests.values.items():
             init_peak[name] = max(init_peak.get(name, 0), amount + sidecars.get(name, 0))
     for name, amount in init_peak.items():
         total[name] = max(total.get(name, 0), amount)
-    overhead = resources_from(spec.get("overhead"), where)
-    _add_into(total, overhead)
+    pod_level = _amounts((spec.get("resources") or {}).get("requests"), f"{where}: spec.resources.requests")
+    for name, amount in pod_level.items():
+        if _pod_level(name):
+            total[name] = amount
+    _add_into(total, resources_from(spec.get("overhead"), where))
     return Resources({k: v for k, v in total.items() if v})
 
 
@@ -245,6 +301,7 @@ _SPEC_KEYS = (
     "containers",
     "initContainers",
     "overhead",
+    "resources",
     "nodeSelector",
     "affinity",
     "tolerations",
@@ -261,6 +318,37 @@ def _spec_key(spec: Raw) -> bytes:
         if value is not None:
             parts.append(key.encode())
             parts.append(bytes(value) if type(value) is msgspec.Raw else repr(value).encode())
+    return b"|".join(parts)
+
+
+_STATUS_LISTS = (("containerStatuses", b"c"), ("initContainerStatuses", b"i"))
+
+
+def _status_key(status: Raw) -> bytes:
+    """What `pod_requests` reads of a pod's status: each container status that reports resources
+    (name, actuated and allocated), and whether a resize is infeasible; b"" when none reports any,
+    so such a pod shares its spec's requests. Pods of one controller at one size give equal keys."""
+    parts: list[bytes] = []
+    for key, tag in _STATUS_LISTS:
+        statuses = status.get(key)
+        if not statuses:
+            continue
+        for found in statuses:
+            resources = found.get("resources")
+            if resources is None:
+                continue
+            allocated = found.get("allocatedResources")
+            parts += (
+                tag,
+                found.get("name", "").encode(),
+                bytes(resources) if type(resources) is msgspec.Raw else repr(resources).encode(),
+                bytes(allocated) if type(allocated) is msgspec.Raw else repr(allocated).encode(),
+            )
+    if not parts:
+        return b""
+    conditions = status.get("conditions")
+    if conditions and b"PodResizePending" in _part(conditions) and resize_infeasible(plain_status(status)):
+        parts.append(b"infeasible")
     return b"|".join(parts)
 
 
@@ -291,12 +379,22 @@ def plain_spec(spec: Raw) -> dict[str, Any]:
     return plain
 
 
+def plain_status(status: Raw) -> dict[str, Any]:
+    """A pod status with the parts `kube.schema` left encoded decoded, for `pod_requests`."""
+    plain = {key: _decoded(value) for key, value in status.items()}
+    for key in ("containerStatuses", "initContainerStatuses"):
+        if plain.get(key):
+            plain[key] = [{k: _decoded(v) for k, v in found.items()} for found in plain[key]]
+    return plain
+
+
 class ObjectReader:
     """Converts raw objects of every kind we read; holds the interning tables for one read."""
 
     def __init__(self) -> None:
         self.interner = Interner()
         self._specs: dict[bytes, tuple[Resources, Scheduling]] = {}
+        self._resized: dict[tuple[bytes, bytes], Resources] = {}
         self._by_bytes: dict[bytes, Mapping[str, str]] = {}
         self._owners: dict[bytes, OwnerRef | None] = {}
         self._volume_sets: dict[bytes, Volumes] = {}
@@ -312,6 +410,7 @@ class ObjectReader:
         # spec's bytes: this runs 150k times per listing.
         key = _spec_key(spec)
         shared = self._specs.get(key)
+        plain = None
         if shared is None:
             plain = plain_spec(spec)
             shared = self._specs[key] = (
@@ -319,6 +418,21 @@ class ObjectReader:
                 scheduling_from(plain),
             )
         requests, scheduling = shared
+        # In-place resize: container statuses that report resources may count for more than the
+        # spec. Since 1.33 a kubelet reports them for every running container, so most bound pods
+        # have such a key; pods of one controller at one size share it, and their requests.
+        resize_key = _status_key(status)
+        if resize_key:
+            both = (key, resize_key)
+            resized = self._resized.get(both)
+            if resized is None:
+                resized = pod_requests(
+                    plain if plain is not None else plain_spec(spec),
+                    f"pod {namespace}/{name}",
+                    plain_status(status),
+                )
+                self._resized[both] = resized = requests if resized == requests else resized
+            requests = resized
         scheduled_status = scheduled_reason = ""
         scheduled_since = None
         if not node_name:  # only an unbound pod's PodScheduled condition matters

@@ -134,7 +134,9 @@ def resize_infeasible(status: Raw | None) -> bool:
     return False
 
 
-def pod_requests(spec: Raw, where: str, status: Raw | None = None) -> Resources:
+def pod_requests(
+    spec: Raw, where: str, status: Raw | None = None, *, infeasible: bool | None = None
+) -> Resources:
     """What the scheduler reserves for a pod (Kubernetes' PodRequests, as kube-scheduler and
     cluster-autoscaler 1.33-1.35 call it):
 
@@ -145,12 +147,15 @@ def pod_requests(spec: Raw, where: str, status: Raw | None = None) -> Resources:
     - pod-level `spec.resources.requests` (PodLevelResources) replace that for each of cpu, memory
       and hugepages-* they set; the rest stays the containers';
     - plus overhead.
+
+    `infeasible` overrides what the status's conditions say of the resize.
     """
     statuses: dict[str, Raw] = {}
     for key in ("containerStatuses", "initContainerStatuses"):  # the latter wins a name, as in Go
         for found in (status or {}).get(key) or ():
             statuses[found.get("name", "")] = found
-    infeasible = bool(statuses) and resize_infeasible(status)
+    if infeasible is None:
+        infeasible = bool(statuses) and resize_infeasible(status)
 
     def requests_of(container: Raw) -> Resources:
         requests = resources_from((container.get("resources") or {}).get("requests"), where)
@@ -325,9 +330,10 @@ _STATUS_LISTS = (("containerStatuses", b"c"), ("initContainerStatuses", b"i"))
 
 
 def _status_key(status: Raw) -> bytes:
-    """What `pod_requests` reads of a pod's status: each container status that reports resources
-    (name, actuated and allocated), and whether a resize is infeasible; b"" when none reports any,
-    so such a pod shares its spec's requests. Pods of one controller at one size give equal keys."""
+    """What `pod_requests` reads of a pod's container statuses: each one that reports resources
+    (name, actuated and allocated); b"" when none does, so such a pod shares its spec's requests.
+    Pods of one controller at one size give equal keys. (Whether a resize is infeasible is asked
+    of the conditions only when it changes the answer: `ObjectReader.pod`.)"""
     parts: list[bytes] = []
     for key, tag in _STATUS_LISTS:
         statuses = status.get(key)
@@ -344,12 +350,14 @@ def _status_key(status: Raw) -> bytes:
                 bytes(resources) if type(resources) is msgspec.Raw else repr(resources).encode(),
                 bytes(allocated) if type(allocated) is msgspec.Raw else repr(allocated).encode(),
             )
-    if not parts:
-        return b""
-    conditions = status.get("conditions")
-    if conditions and b"PodResizePending" in _part(conditions) and resize_infeasible(plain_status(status)):
-        parts.append(b"infeasible")
-    return b"|".join(parts)
+    return b"|".join(parts) if parts else b""
+
+
+def _resize_infeasible_in(conditions: Any) -> bool:
+    """`resize_infeasible` of a pod's conditions, still encoded or not (a byte search first)."""
+    if not conditions or b"PodResizePending" not in _part(conditions):
+        return False
+    return resize_infeasible({"conditions": _decoded(conditions)})
 
 
 def _grace_period(value: Any) -> int:
@@ -393,8 +401,11 @@ class ObjectReader:
 
     def __init__(self) -> None:
         self.interner = Interner()
-        self._specs: dict[bytes, tuple[Resources, Scheduling]] = {}
-        self._resized: dict[tuple[bytes, bytes], Resources] = {}
+        self._scheduling: dict[bytes, Scheduling] = {}
+        self._requests: dict[bytes, Resources] = {}
+        # (spec, statuses) -> requests if the resize is feasible, and if it is not: most often the
+        # same object, and then a pod's conditions need not be searched
+        self._resized: dict[tuple[bytes, bytes], tuple[Resources, Resources]] = {}
         self._by_bytes: dict[bytes, Mapping[str, str]] = {}
         self._owners: dict[bytes, OwnerRef | None] = {}
         self._volume_sets: dict[bytes, Volumes] = {}
@@ -406,33 +417,35 @@ class ObjectReader:
         namespace = metadata.get("namespace", "")
         name = metadata.get("name", "")
         node_name = spec.get("nodeName") or ""
-        # One cache lookup for everything the spec decides (requests and scheduling), keyed on the
-        # spec's bytes: this runs 150k times per listing.
+        # Cached on the spec's bytes (this runs 150k times per listing): scheduling by the spec;
+        # requests by the spec and, with in-place resize, the container statuses' resources. Since
+        # 1.33 a kubelet reports those for every running container; pods of one controller at one
+        # size give the same bytes, and share one Resources.
         key = _spec_key(spec)
-        shared = self._specs.get(key)
+        scheduling = self._scheduling.get(key)
         plain = None
-        if shared is None:
+        if scheduling is None:
             plain = plain_spec(spec)
-            shared = self._specs[key] = (
-                pod_requests(plain, f"pod {namespace}/{name}"),
-                scheduling_from(plain),
-            )
-        requests, scheduling = shared
-        # In-place resize: container statuses that report resources may count for more than the
-        # spec. Since 1.33 a kubelet reports them for every running container, so most bound pods
-        # have such a key; pods of one controller at one size share it, and their requests.
+            scheduling = self._scheduling[key] = scheduling_from(plain)
         resize_key = _status_key(status)
-        if resize_key:
+        if not resize_key:
+            requests = self._requests.get(key)
+            if requests is None:
+                plain = plain if plain is not None else plain_spec(spec)
+                requests = self._requests[key] = pod_requests(plain, f"pod {namespace}/{name}")
+        else:
             both = (key, resize_key)
-            resized = self._resized.get(both)
-            if resized is None:
-                resized = pod_requests(
-                    plain if plain is not None else plain_spec(spec),
-                    f"pod {namespace}/{name}",
-                    plain_status(status),
-                )
-                self._resized[both] = resized = requests if resized == requests else resized
-            requests = resized
+            pair = self._resized.get(both)
+            if pair is None:
+                plain = plain if plain is not None else plain_spec(spec)
+                statuses = plain_status(status)
+                where = f"pod {namespace}/{name}"
+                feasible = pod_requests(plain, where, statuses, infeasible=False)
+                infeasible = pod_requests(plain, where, statuses, infeasible=True)
+                pair = self._resized[both] = (feasible, feasible if infeasible == feasible else infeasible)
+            requests, otherwise = pair
+            if otherwise is not requests and _resize_infeasible_in(status.get("conditions")):
+                requests = otherwise
         scheduled_status = scheduled_reason = ""
         scheduled_since = None
         if not node_name:  # only an unbound pod's PodScheduled condition matters

@@ -217,13 +217,18 @@ def test_pods_of_one_spec_with_different_statuses_are_not_mixed_up() -> None:
     spec = {"containers": [c("a", "100m")]}
     plain = pod(spec, [status_of("a", allocated={"cpu": "100m"}, actuated={"cpu": "100m"})], name="plain")
     grown = pod(spec, [status_of("a", allocated={"cpu": "1"}, actuated={"cpu": "1"})], name="grown")
-    items = list_decoder("Pod").decode(json.dumps({"kind": "PodList", "items": [plain, grown, plain]}))[
-        "items"
-    ]
-    reader = ObjectReader()
-    read: list[Pod] = [reader.pod(raw) for raw in items]
-    assert [p.requests.cpu for p in read] == [100, 1000, 100]
-    assert read[0].scheduling is read[1].scheduling  # the spec is still shared
+    # spec 2 CPU, given 500m: 2 CPU while the resize may still happen, 500m once it is infeasible
+    spec2 = {"containers": [c("a", "2")]}
+    given = [status_of("a", allocated={"cpu": "500m"}, actuated={"cpu": "500m"})]
+    waiting = pod(spec2, given, conditions=DEFERRED, name="waiting")
+    stuck = pod(spec2, given, conditions=INFEASIBLE, name="stuck")
+    pods = [plain, grown, plain, waiting, stuck, waiting]
+    items = list_decoder("Pod").decode(json.dumps({"kind": "PodList", "items": pods}))["items"]
+    for source in (items, pods):
+        reader = ObjectReader()
+        read: list[Pod] = [reader.pod(raw) for raw in source]
+        assert [p.requests.cpu for p in read] == [100, 1000, 100, 2000, 500, 2000]
+        assert read[0].scheduling is read[1].scheduling  # the spec is still shared
 
 
 @pytest.mark.parametrize("where", ["containerStatuses", "initContainerStatuses"])

@@ -427,20 +427,20 @@ class ObjectReader:
         if scheduling is None:
             plain = plain_spec(spec)
             scheduling = self._scheduling[key] = scheduling_from(plain)
+        requests = self._requests.get(key)
+        if requests is None:
+            plain = plain if plain is not None else plain_spec(spec)
+            requests = self._requests[key] = pod_requests(plain, f"pod {namespace}/{name}")
         resize_key = _status_key(status)
-        if not resize_key:
-            requests = self._requests.get(key)
-            if requests is None:
-                plain = plain if plain is not None else plain_spec(spec)
-                requests = self._requests[key] = pod_requests(plain, f"pod {namespace}/{name}")
-        else:
+        if resize_key:
             both = (key, resize_key)
             pair = self._resized.get(both)
-            if pair is None:
+            if pair is None:  # equal results share the spec's object (the planner's caches go by it)
                 plain = plain if plain is not None else plain_spec(spec)
                 statuses = plain_status(status)
                 where = f"pod {namespace}/{name}"
                 feasible = pod_requests(plain, where, statuses, infeasible=False)
+                feasible = requests if feasible == requests else feasible
                 infeasible = pod_requests(plain, where, statuses, infeasible=True)
                 pair = self._resized[both] = (feasible, feasible if infeasible == feasible else infeasible)
             requests, otherwise = pair

@@ -240,3 +240,15 @@ def test_container_statuses_are_pruned_by_the_live_decoder(where: str) -> None:
     [listed] = list_decoder("Pod").decode(json.dumps({"kind": "PodList", "items": [raw]}))["items"]
     [kept] = listed["status"][where]
     assert set(kept) == {"name", "allocatedResources", "resources"}
+
+
+def test_a_status_that_changes_nothing_shares_the_specs_requests() -> None:
+    """A 1.33+ kubelet reports resources for every running container; where they equal the spec,
+    the running pod shares its pending sibling's Resources (the planner's caches go by identity)."""
+    spec = {"containers": [c("a", "100m", "64Mi")]}
+    running = pod(
+        spec, [status_of("a", allocated={"cpu": "100m", "memory": "64Mi"}, actuated={"cpu": "100m"})]
+    )
+    waiting = pod(spec, name="waiting")
+    reader = ObjectReader()
+    assert reader.pod(running).requests is reader.pod(waiting).requests

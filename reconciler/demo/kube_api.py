@@ -5,14 +5,17 @@ machine with no cluster; nothing else in the product imports it.
 
 No kube-apiserver can run here, so the official `kubernetes` client and `kubectl` talk to this
 instead. It keeps what our code relies on faithful to the real server: typed lists with
-`limit`/`continue` paging, label and field selectors, a global resourceVersion with 409 on stale
-updates, merge / strategic-merge / JSON patches, watches, the eviction subresource with PDB checks
-(429), `Status` error bodies, and enough discovery for `kubectl get`.
+`limit`/`continue` paging (every page at the first page's resourceVersion, one snapshot, as etcd
+serves it; a token older than a compaction, `compact()`, is 410 Expired), label and field
+selectors, a global resourceVersion with 409 on stale updates, merge / strategic-merge / JSON
+patches, watches, the eviction subresource with PDB checks (429), `Status` error bodies, and enough
+discovery for `kubectl get`.
 
 Built for speed because a benchmark lists 150,000 ~4 KB pods through it: each object is stored once
 as serialized bytes (without kind/apiVersion, as list items are printed) plus the few indexed
 fields selectors need; list pages are joined bytes over per-kind sorted keys, and a continue token
-is just the last key served. Dicts are parsed again only for writes.
+is the last key served and the list's revision (a later page merges in, from the watch log, the
+earlier state of what changed since). Dicts are parsed again only for writes.
 
 Tests use `FakeKubeAPI` in-process (see tests/fixtures_kube.py); benchmarks run it in its own
 process: `python -m reconciler.demo.kube_api --objects FILE.jsonl --port-file PATH`, or
@@ -194,19 +197,31 @@ def _now() -> str:
 class ApiError(Exception):
     """An error answered as a `Status` object with the given HTTP code and reason."""
 
-    def __init__(self, code: int, reason: str, message: str, details: Obj | None = None) -> None:
+    def __init__(
+        self,
+        code: int,
+        reason: str,
+        message: str,
+        details: Obj | None = None,
+        *,
+        list_meta: Obj | None = None,
+    ) -> None:
         super().__init__(message)
         self.code, self.reason, self.message, self.details = code, reason, message, details
+        self.list_meta = list_meta
 
     def status(self) -> Obj:
-        return status_body(self.code, self.reason, self.message, self.details)
+        return status_body(self.code, self.reason, self.message, self.details, list_meta=self.list_meta)
 
 
-def status_body(code: int, reason: str, message: str, details: Obj | None = None) -> Obj:
+def status_body(
+    code: int, reason: str, message: str, details: Obj | None = None, *, list_meta: Obj | None = None
+) -> Obj:
+    """A `Status`; `list_meta` is its ListMeta (an expired list's continue token)."""
     body: Obj = {
         "kind": "Status",
         "apiVersion": "v1",
-        "metadata": {},
+        "metadata": dict(list_meta or {}),
         "status": "Failure",
         "message": message,
         "reason": reason,
@@ -232,6 +247,17 @@ _REASONS = {
     503: "ServiceUnavailable",
     504: "Timeout",
 }
+
+
+# storage/etcd3's answer to a continue token whose revision was compacted (with a token that goes on
+# at the latest revision in the Status's metadata.continue).
+_INCONSISTENT_CONTINUE = (
+    "The provided continue parameter is too old to display a consistent list result. You can start a "
+    "new list without the continue parameter, or use the continue token in this response to retrieve "
+    "the remainder of the results. Continuing with the provided token results in an inconsistent list "
+    "- objects that were created, modified, or deleted between the time the first chunk was returned "
+    "and now may show up in the list."
+)
 
 
 def _details(res: Resource, name: str, **extra: Any) -> Obj:
@@ -428,6 +454,35 @@ class _Store:
         # "ns/" .. "ns0": '0' is the character after '/', so one namespace is one contiguous run.
         return bisect.bisect_left(keys, namespace + "/"), bisect.bisect_left(keys, namespace + "0")
 
+    def in_namespace(self, key: str, namespace: str | None) -> bool:
+        return namespace is None or not self.res.namespaced or key.startswith(namespace + "/")
+
+    def state_at(self, rv: int) -> dict[str, _Entry | None]:
+        """The keys changed after revision `rv`, each with its entry as of `rv` (None: absent then).
+        Needs every event after `rv`: callers check `rv >= floor_rv` first."""
+        changed: dict[str, _Entry | None] = {}
+        for event in self.events_after(rv):
+            changed.setdefault(event.entry.key, event.prev)
+        return changed
+
+    def count_at(
+        self, namespace: str | None, last: str, hi: int, changed: Mapping[str, _Entry | None]
+    ) -> int:
+        """How many objects of the snapshot `changed` describes come after key `last` (up to index
+        `hi` of the current keys): a page's remainingItemCount."""
+        keys = self.keys()
+        count = hi - bisect.bisect_right(keys, last, 0, hi)
+        for key, entry in changed.items():
+            if key > last and self.in_namespace(key, namespace):
+                count += (entry is not None) - (key in self.entries)
+        return count
+
+    def compact(self, rv: int) -> None:
+        """Forget the history at and below revision `rv`: nothing can be read as of before it."""
+        drop = bisect.bisect_right(self.events, rv, key=lambda e: e.rv)
+        del self.events[:drop]
+        self.floor_rv = max(self.floor_rv, rv)
+
     def log(self, event: _Event, max_events: int) -> None:
         self.events.append(event)
         if len(self.events) > max_events:
@@ -438,6 +493,47 @@ class _Store:
     def events_after(self, rv: int) -> list[_Event]:
         i = bisect.bisect_right(self.events, rv, key=lambda e: e.rv)
         return self.events[i:]
+
+
+def _page_at(
+    store: _Store,
+    namespace: str | None,
+    start_key: str | None,
+    lo: int,
+    hi: int,
+    changed: Mapping[str, _Entry | None],
+    limit: int,
+    pred: Callable[[_Entry], bool] | None,
+) -> tuple[list[bytes], bool, str]:
+    """(items, more, last key) of a page of the store as it was before the `changed` keys changed:
+    the run of current keys `lo:hi` merged with the earlier entries of the changed ones."""
+    keys, entries = store.keys(), store.entries
+    earlier = sorted(
+        key
+        for key, entry in changed.items()
+        if entry is not None and store.in_namespace(key, namespace) and (start_key is None or key > start_key)
+    )
+    items: list[bytes] = []
+    last = ""
+    i, j = lo, 0
+    while i < hi or j < len(earlier):
+        entry: _Entry | None
+        if j < len(earlier) and (i >= hi or earlier[j] < keys[i]):
+            entry = changed[earlier[j]]
+            j += 1
+        else:
+            key = keys[i]
+            i += 1
+            if key in changed:  # its state then is among `earlier`, or it did not exist
+                continue
+            entry = entries[key]
+        if entry is None or (pred is not None and not pred(entry)):
+            continue
+        if 0 < limit == len(items):
+            return items, True, last
+        items.append(entry.raw)
+        last = entry.key
+    return items, False, last
 
 
 def _key(namespace: str, name: str) -> str:
@@ -950,6 +1046,17 @@ class FakeKubeAPI:
         with self._lock:
             return len(self._stores[resource_for(kind).kind].entries)
 
+    def compact(self, revision: int | None = None) -> int:
+        """etcd's compaction (kube-apiserver asks for one every 5 minutes): the history at and below
+        `revision` (default: the latest) is gone, so a continue token of a list begun before it
+        answers 410 Expired, and so does a watch from an older resourceVersion. Returns the
+        revision. Call it from `fault` to compact between two pages of a list."""
+        with self._cond:
+            rv = self._rv if revision is None else min(revision, self._rv)
+            for store in self._stores.values():
+                store.compact(rv)
+            return rv
+
     # ------------------------------------------------------------------ store internals (lock held)
 
     def _decode(self, res: Resource, entry: _Entry) -> Obj:
@@ -1148,19 +1255,32 @@ class FakeKubeAPI:
     # ------------------------------------------------------------------ list
 
     def _list(self, res: Resource, namespace: str | None, query: Query) -> list[bytes]:
+        """One page. The first is served at the latest revision; every later one at the revision
+        its continue token carries (the first page's), as etcd serves one consistent snapshot. A
+        token from before a compaction is 410 Expired; one with revision -1 (the Expired answer's
+        own) goes on at the latest."""
         limit = _int_param(query, "limit")
         pred = self._predicate(res, query)
-        start_key = _decode_continue(query["continue"], res) if query.get("continue") else None
+        start_key, at = _decode_continue(query["continue"], res) if query.get("continue") else (None, -1)
         more, remaining = False, None
         last = ""
         with self._lock:
             store = self._stores[res.kind]
+            if at != -1 and at < store.floor_rv:
+                token = _encode_continue(res, start_key or "", -1)
+                raise ApiError(410, "Expired", _INCONSISTENT_CONTINUE, list_meta={"continue": token})
+            rv = self._rv if at == -1 else at
+            changed = store.state_at(at) if at != -1 else {}
             keys = store.keys()
             lo, hi = store.key_range(namespace)
             if start_key is not None:
                 lo = max(lo, bisect.bisect_right(keys, start_key))
             entries = store.entries
-            if pred is None:
+            if changed:
+                items, more, last = _page_at(store, namespace, start_key, lo, hi, changed, limit, pred)
+                if more and pred is None:
+                    remaining = store.count_at(namespace, last, hi, changed)
+            elif pred is None:
                 end = hi if limit <= 0 else min(hi, lo + limit)
                 items = [entries[k].raw for k in keys[lo:end]]
                 if end < hi:
@@ -1175,7 +1295,6 @@ class FakeKubeAPI:
                             break
                         items.append(e.raw)
                         last = e.key
-            rv = self._rv
         meta: Obj = {"resourceVersion": str(rv)}
         if more:
             meta["continue"] = _encode_continue(res, last, rv)
@@ -1742,14 +1861,16 @@ def _encode_continue(res: Resource, last_key: str, rv: int) -> str:
     return base64.urlsafe_b64encode(token).decode().rstrip("=")
 
 
-def _decode_continue(token: str, res: Resource) -> str:
+def _decode_continue(token: str, res: Resource) -> tuple[str, int]:
+    """(the last key served, the revision the list is read at; -1: the latest), as
+    `storage.DecodeContinue` checks them."""
     try:
         data = orjson.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
-        start = data["start"]
+        start, rv = data["start"], data["rv"]
         prefix = f"{res.plural}/"
-        if not isinstance(start, str) or not start.startswith(prefix):
+        if not isinstance(start, str) or not start.startswith(prefix) or type(rv) is not int or rv == 0:
             raise ValueError(start)
-        return start[len(prefix) :]
+        return start[len(prefix) :], rv
     except (ValueError, KeyError, TypeError, binascii.Error, orjson.JSONDecodeError):
         raise ApiError(
             400,

@@ -38,8 +38,8 @@ from kubernetes.client.exceptions import ApiException
 
 from reconciler.durations import format_duration
 from reconciler.errors import OperationError, RefusedError
+from reconciler.kube.live import ContinueExpired, continue_expired, restarting, unreachable
 from reconciler.kube.live import api_error as live_api_error
-from reconciler.kube.live import unreachable
 from reconciler.kube.retry import ATTEMPTS, transient, with_retries
 from reconciler.model import DAEMONSET_POD, MIRROR_POD, OWN_DRAIN_TAINT, instance_id_from_provider_id
 
@@ -445,11 +445,15 @@ class NodeDrainer:
             return "gone"  # another pod of the same name: ours has left
         return "terminating" if meta.get("deletionTimestamp") else None
 
-    def _pods(self, node: str) -> Iterator[dict[str, Any]]:
+    def _pods(self, node: str) -> list[dict[str, Any]]:
         selector = {"field_selector": f"spec.nodeName={node}"}
         return self._list("pods", self.core.list_pod_for_all_namespaces, selector)
 
-    def _list(self, what: str, call: Callable[..., Any], params: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    def _list(self, what: str, call: Callable[..., Any], params: dict[str, Any]) -> list[dict[str, Any]]:
+        """Every item, listed again from the start when a continue token expires (kube.live)."""
+        return restarting(f"list {what}", lambda: list(self._pages(what, call, params)))
+
+    def _pages(self, what: str, call: Callable[..., Any], params: dict[str, Any]) -> Iterator[dict[str, Any]]:
         token: str | None = None
         while True:
             try:
@@ -457,6 +461,8 @@ class NodeDrainer:
                     functools.partial(call, limit=_PAGE, _continue=token, _preload_content=False, **params)
                 )
             except ApiException as exc:
+                if continue_expired(exc, token):
+                    raise ContinueExpired(what) from None
                 raise _api_error(f"list {what}", exc) from None
             except urllib3.exceptions.HTTPError as exc:
                 raise self._unreachable(exc) from None

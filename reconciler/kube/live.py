@@ -6,11 +6,18 @@ fetched on a second thread while the current one is converted (socket reads rele
 pages are decoded with the pruned schemas of `kube.schema`. That thread is a daemon and nothing
 joins it: a read stuck on a hung server can neither hold the process at exit nor keep Ctrl-C from
 ending it (a ThreadPoolExecutor's worker is joined on shutdown and again at interpreter exit).
+
+Every page of a list is served at the first page's revision, and etcd forgets old revisions (the
+API server compacts every 5 minutes): a continue token older than that answers 410 Expired. As
+client-go's pager, the list then starts again from the beginning, dropping what it had of that
+kind; up to LIST_RESTARTS times in a row, then the read fails. (client-go falls back to one unpaged
+list instead: at 150k pods that is one ~600 MB answer the API server must build in memory.)
 """
 
 from __future__ import annotations
 
 import gc
+import logging
 import re
 import threading
 from collections.abc import Callable, Iterator
@@ -31,6 +38,7 @@ from reconciler.kube.state import StateBuilder
 from reconciler.model import ClusterState
 
 NOT_TERMINAL = "status.phase!=Succeeded,status.phase!=Failed"
+LIST_RESTARTS = 3  # times a paged list whose continue token expired is started again, then it fails
 # Namespaces are optional: without them only affinity terms with a namespaceSelector go unmodelled,
 # so an identity that may not list them still plans (and says so).
 NAMESPACES_FORBIDDEN = (
@@ -38,6 +46,7 @@ NAMESPACES_FORBIDDEN = (
     "docs/deploy-kubernetes.md); pod affinity terms with a namespaceSelector are not modelled"
 )
 _TIMEOUT = re.compile(r"\((?:read|connect) timeout=([0-9.]+)\)")
+_log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -70,6 +79,40 @@ class _Prefetch(Generic[T]):
 
 class ListForbidden(OperationError):
     """A list RBAC does not let us read (HTTP 403): fatal for most kinds, noted for optional ones."""
+
+
+class ContinueExpired(Exception):
+    """A paged list's continue token outlived etcd's history (410 Expired): list again from the start."""
+
+
+def continue_expired(exc: ApiException, token: str | None) -> bool:
+    """The answer to a continued page whose revision etcd compacted. The API server sends 410 on a
+    list only for that (reason Expired; client-go's pager goes by the reason, a 410 is enough here)."""
+    return bool(token) and exc.status == 410
+
+
+def restarting(what: str, listing: Callable[[], T], again: Callable[[], None] = lambda: None) -> T:
+    """`listing()`, a whole paged list, begun again whenever its continue token expires (after
+    `again()` drops what it had gathered), at most LIST_RESTARTS more times; then an OperationError."""
+    for restart in range(LIST_RESTARTS + 1):
+        try:
+            return listing()
+        except ContinueExpired:
+            if restart == LIST_RESTARTS:
+                break
+            _log.info(
+                "%s: the continue token expired (etcd compacted); listing again from the start (%d of %d)",
+                what,
+                restart + 1,
+                LIST_RESTARTS,
+            )
+            again()
+    raise OperationError(
+        f"Kubernetes API: {what}: the continue token expired {LIST_RESTARTS + 1} times in a row "
+        "(HTTP 410 Expired: the API server compacted the list's revision before its last page); "
+        "a listing takes longer than it keeps history (--etcd-compaction-interval, 5m by default): "
+        "raise kubernetes.pageSize for fewer pages, or look at the API server's load"
+    )
 
 
 class LiveReader:
@@ -111,11 +154,9 @@ class LiveReader:
             ("PersistentVolumeClaim", self.core.list_persistent_volume_claim_for_all_namespaces, {}),
         ]
         for kind, call, params in lists:
-            for items in self._pages(kind, call, params):
-                builder.add_all(kind, items)
+            self._read_all(builder, kind, call, params)
         try:
-            for items in self._pages("Namespace", self.core.list_namespace, {}):
-                builder.add_all("Namespace", items)
+            self._read_all(builder, "Namespace", self.core.list_namespace, {})
         except ListForbidden:
             builder.not_read("Namespace", NAMESPACES_FORBIDDEN)
         self._find_autoscaler(builder, "Lease", self.autoscaler_lease)
@@ -138,8 +179,7 @@ class LiveReader:
         else:
             listing, get = self.core.list_config_map_for_all_namespaces, self.core.read_namespaced_config_map
         try:
-            for items in self._pages(kind, listing, {"field_selector": f"metadata.name={name}"}):
-                builder.add_all(kind, items)
+            self._read_all(builder, kind, listing, {"field_selector": f"metadata.name={name}"})
             return
         except ListForbidden:
             pass
@@ -152,6 +192,17 @@ class LiveReader:
         if found is not None:
             builder.add(kind, found)
 
+    def _read_all(
+        self, builder: StateBuilder, kind: str, call: Callable[..., Any], params: dict[str, Any]
+    ) -> None:
+        """Every object of `kind` into `builder`, page by page, listed again if a token expires."""
+
+        def listing() -> None:
+            for items in self._pages(kind, call, params):
+                builder.add_all(kind, items)
+
+        restarting(f"list {kind}s", listing, lambda: builder.forget(kind))
+
     def _fetch(self, kind: str, call: Callable[..., Any], params: dict[str, Any], token: str) -> bytes:
         try:
             response = with_retries(
@@ -160,6 +211,8 @@ class LiveReader:
             data: bytes = response.data
             return data
         except ApiException as exc:
+            if continue_expired(exc, token):
+                raise ContinueExpired(kind) from None
             error = api_error(f"list {kind}s", exc)
             if exc.status == 403:
                 raise ListForbidden(str(error)) from None

@@ -20,6 +20,7 @@ from reconciler.model import (
     CPU,
     DEFAULT_GRACE_PERIOD_SECONDS,
     LEGACY_ZONE_LABEL,
+    MEMORY,
     MIRROR_POD,
     NO_SCHEDULING,
     NO_VOLUMES,
@@ -85,20 +86,23 @@ def parse_time(value: str | None) -> datetime | None:
 
 def resources_from(raw: Mapping[str, Any] | None, where: str) -> Resources:
     """Quantity map (`{"cpu": "100m", "memory": "2Gi"}`) into integer units."""
+    return Resources({k: v for k, v in _amounts(raw, where).items() if v})
+
+
+def _amounts(raw: Mapping[str, Any] | None, where: str) -> dict[str, int]:
+    """A quantity map's amounts, zeros kept (a pod-level `cpu: 0` still replaces the containers')."""
     if not raw:
-        return Resources()
+        return {}
     values: dict[str, int] = {}
     for name, quantity in raw.items():
         if name in _IGNORED_RESOURCES:
             continue
         text = quantity if isinstance(quantity, str) else str(quantity)
         try:
-            amount = milli_value(text) if name == CPU else int_value(text)
+            values[name] = milli_value(text) if name == CPU else int_value(text)
         except QuantityError as exc:
             raise UserError(f"{where}: {name}: {exc}") from None
-        if amount:
-            values[name] = amount
-    return Resources(values)
+    return values
 
 
 def _add_into(total: dict[str, int], part: Resources) -> None:
@@ -106,26 +110,83 @@ def _add_into(total: dict[str, int], part: Resources) -> None:
         total[name] = total.get(name, 0) + amount
 
 
-def pod_requests(spec: Raw, where: str) -> Resources:
-    """What the scheduler reserves for a pod: max(app containers + sidecars, each init container +
-    the sidecars started before it) + overhead, per resource (Kubernetes' PodRequests)."""
+def _at_least(*parts: Resources) -> Resources:
+    """The per-resource maximum (helpers.go's `max` of ResourceLists)."""
+    merged: dict[str, int] = {}
+    for part in parts:
+        for name, amount in part.values.items():
+            if amount > merged.get(name, 0):
+                merged[name] = amount
+    return Resources(merged)
+
+
+def _pod_level(name: str) -> bool:
+    """The resources a pod may request as a whole (helpers.go IsSupportedPodLevelResource)."""
+    return name in (CPU, MEMORY) or name.startswith("hugepages-")
+
+
+def resize_infeasible(status: Raw | None) -> bool:
+    """The kubelet found a pending in-place resize infeasible (PodResizePending, reason
+    Infeasible): the scheduler then counts what the node gave the containers, not their spec."""
+    for condition in (status or {}).get("conditions") or ():
+        if condition.get("type") == "PodResizePending":
+            return bool(condition.get("reason") == "Infeasible")
+    return False
+
+
+def pod_requests(
+    spec: Raw, where: str, status: Raw | None = None, *, infeasible: bool | None = None
+) -> Resources:
+    """What the scheduler reserves for a pod (Kubernetes' PodRequests, as kube-scheduler and
+    cluster-autoscaler 1.33-1.35 call it):
+
+    - each container's requests; with in-place resize, a container whose status reports resources
+      counts max(spec, status allocatedResources, status resources.requests), or, when the resize is
+      infeasible, max(allocated, actuated) (plain init containers always count their spec);
+    - max(app containers + sidecars, each init container + the sidecars started before it);
+    - pod-level `spec.resources.requests` (PodLevelResources) replace that for each of cpu, memory
+      and hugepages-* they set; the rest stays the containers';
+    - plus overhead.
+
+    `infeasible` overrides what the status's conditions say of the resize.
+    """
+    statuses: dict[str, Raw] = {}
+    for key in ("containerStatuses", "initContainerStatuses"):  # the latter wins a name, as in Go
+        for found in (status or {}).get(key) or ():
+            statuses[found.get("name", "")] = found
+    if infeasible is None:
+        infeasible = bool(statuses) and resize_infeasible(status)
+
+    def requests_of(container: Raw) -> Resources:
+        requests = resources_from((container.get("resources") or {}).get("requests"), where)
+        found = statuses.get(container.get("name", ""))
+        if found is None or found.get("resources") is None:
+            return requests
+        actuated = resources_from((found.get("resources") or {}).get("requests"), where)
+        allocated = resources_from(found.get("allocatedResources"), where)
+        return _at_least(actuated, allocated) if infeasible else _at_least(requests, actuated, allocated)
+
     total: dict[str, int] = {}
     for container in spec.get("containers") or ():
-        _add_into(total, resources_from((container.get("resources") or {}).get("requests"), where))
+        _add_into(total, requests_of(container))
     sidecars: dict[str, int] = {}
     init_peak: dict[str, int] = {}
     for container in spec.get("initContainers") or ():
-        requests = resources_from((container.get("resources") or {}).get("requests"), where)
         if container.get("restartPolicy") == "Always":  # a sidecar: runs alongside the app
+            requests = requests_of(container)
             _add_into(sidecars, requests)
             _add_into(total, requests)
             continue
+        requests = resources_from((container.get("resources") or {}).get("requests"), where)
         for name, amount in requests.values.items():
             init_peak[name] = max(init_peak.get(name, 0), amount + sidecars.get(name, 0))
     for name, amount in init_peak.items():
         total[name] = max(total.get(name, 0), amount)
-    overhead = resources_from(spec.get("overhead"), where)
-    _add_into(total, overhead)
+    pod_level = _amounts((spec.get("resources") or {}).get("requests"), f"{where}: spec.resources.requests")
+    for name, amount in pod_level.items():
+        if _pod_level(name):
+            total[name] = amount
+    _add_into(total, resources_from(spec.get("overhead"), where))
     return Resources({k: v for k, v in total.items() if v})
 
 
@@ -245,6 +306,7 @@ _SPEC_KEYS = (
     "containers",
     "initContainers",
     "overhead",
+    "resources",
     "nodeSelector",
     "affinity",
     "tolerations",
@@ -262,6 +324,40 @@ def _spec_key(spec: Raw) -> bytes:
             parts.append(key.encode())
             parts.append(bytes(value) if type(value) is msgspec.Raw else repr(value).encode())
     return b"|".join(parts)
+
+
+_STATUS_LISTS = (("containerStatuses", b"c"), ("initContainerStatuses", b"i"))
+
+
+def _status_key(status: Raw) -> bytes:
+    """What `pod_requests` reads of a pod's container statuses: each one that reports resources
+    (name, actuated and allocated); b"" when none does, so such a pod shares its spec's requests.
+    Pods of one controller at one size give equal keys. (Whether a resize is infeasible is asked
+    of the conditions only when it changes the answer: `ObjectReader.pod`.)"""
+    parts: list[bytes] = []
+    for key, tag in _STATUS_LISTS:
+        statuses = status.get(key)
+        if not statuses:
+            continue
+        for found in statuses:
+            resources = found.get("resources")
+            if resources is None:
+                continue
+            allocated = found.get("allocatedResources")
+            parts += (
+                tag,
+                found.get("name", "").encode(),
+                bytes(resources) if type(resources) is msgspec.Raw else repr(resources).encode(),
+                bytes(allocated) if type(allocated) is msgspec.Raw else repr(allocated).encode(),
+            )
+    return b"|".join(parts) if parts else b""
+
+
+def _resize_infeasible_in(conditions: Any) -> bool:
+    """`resize_infeasible` of a pod's conditions, still encoded or not (a byte search first)."""
+    if not conditions or b"PodResizePending" not in _part(conditions):
+        return False
+    return resize_infeasible({"conditions": _decoded(conditions)})
 
 
 def _grace_period(value: Any) -> int:
@@ -291,12 +387,25 @@ def plain_spec(spec: Raw) -> dict[str, Any]:
     return plain
 
 
+def plain_status(status: Raw) -> dict[str, Any]:
+    """A pod status with the parts `kube.schema` left encoded decoded, for `pod_requests`."""
+    plain = {key: _decoded(value) for key, value in status.items()}
+    for key in ("containerStatuses", "initContainerStatuses"):
+        if plain.get(key):
+            plain[key] = [{k: _decoded(v) for k, v in found.items()} for found in plain[key]]
+    return plain
+
+
 class ObjectReader:
     """Converts raw objects of every kind we read; holds the interning tables for one read."""
 
     def __init__(self) -> None:
         self.interner = Interner()
-        self._specs: dict[bytes, tuple[Resources, Scheduling]] = {}
+        self._scheduling: dict[bytes, Scheduling] = {}
+        self._requests: dict[bytes, Resources] = {}
+        # (spec, statuses) -> requests if the resize is feasible, and if it is not: most often the
+        # same object, and then a pod's conditions need not be searched
+        self._resized: dict[tuple[bytes, bytes], tuple[Resources, Resources]] = {}
         self._by_bytes: dict[bytes, Mapping[str, str]] = {}
         self._owners: dict[bytes, OwnerRef | None] = {}
         self._volume_sets: dict[bytes, Volumes] = {}
@@ -308,17 +417,35 @@ class ObjectReader:
         namespace = metadata.get("namespace", "")
         name = metadata.get("name", "")
         node_name = spec.get("nodeName") or ""
-        # One cache lookup for everything the spec decides (requests and scheduling), keyed on the
-        # spec's bytes: this runs 150k times per listing.
+        # Cached on the spec's bytes (this runs 150k times per listing): scheduling by the spec;
+        # requests by the spec and, with in-place resize, the container statuses' resources. Since
+        # 1.33 a kubelet reports those for every running container; pods of one controller at one
+        # size give the same bytes, and share one Resources.
         key = _spec_key(spec)
-        shared = self._specs.get(key)
-        if shared is None:
+        scheduling = self._scheduling.get(key)
+        plain = None
+        if scheduling is None:
             plain = plain_spec(spec)
-            shared = self._specs[key] = (
-                pod_requests(plain, f"pod {namespace}/{name}"),
-                scheduling_from(plain),
-            )
-        requests, scheduling = shared
+            scheduling = self._scheduling[key] = scheduling_from(plain)
+        requests = self._requests.get(key)
+        if requests is None:
+            plain = plain if plain is not None else plain_spec(spec)
+            requests = self._requests[key] = pod_requests(plain, f"pod {namespace}/{name}")
+        resize_key = _status_key(status)
+        if resize_key:
+            both = (key, resize_key)
+            pair = self._resized.get(both)
+            if pair is None:  # equal results share the spec's object (the planner's caches go by it)
+                plain = plain if plain is not None else plain_spec(spec)
+                statuses = plain_status(status)
+                where = f"pod {namespace}/{name}"
+                feasible = pod_requests(plain, where, statuses, infeasible=False)
+                feasible = requests if feasible == requests else feasible
+                infeasible = pod_requests(plain, where, statuses, infeasible=True)
+                pair = self._resized[both] = (feasible, feasible if infeasible == feasible else infeasible)
+            requests, otherwise = pair
+            if otherwise is not requests and _resize_infeasible_in(status.get("conditions")):
+                requests = otherwise
         scheduled_status = scheduled_reason = ""
         scheduled_since = None
         if not node_name:  # only an unbound pod's PodScheduled condition matters

@@ -95,6 +95,27 @@ class StateBuilder:
             if (raw.get("status") or {}).get("phase") not in TERMINAL_PHASES:
                 append(convert(raw))
 
+    def forget(self, kind: str) -> None:
+        """Drop what arrived of `kind`: its listing starts again (its continue token expired)."""
+        if kind == "Pod":
+            self.pods = []
+        elif kind == "Node":
+            self.nodes = []
+        elif kind == "PodDisruptionBudget":
+            self.pdbs = []
+        elif kind == "DaemonSet":
+            self.daemonsets = []
+        elif kind == "PersistentVolume":
+            self.pvs = []
+        elif kind == "PersistentVolumeClaim":
+            self.pvcs = []
+        elif kind == "Namespace":
+            self.namespaces = None
+        elif kind == "Lease":
+            self.autoscaler_leases = []
+        elif kind == "ConfigMap":
+            self.autoscaler_configmaps = []
+
     def not_read(self, kind: str, warning: str) -> None:
         """`kind` could not be read (a list we may not read): whatever of it arrived is dropped, so
         the state says "not read" rather than half of it, and `warning` says why."""

@@ -27,7 +27,8 @@ import urllib3
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from reconciler.kube.live import NOT_TERMINAL
+from reconciler.errors import OperationError
+from reconciler.kube.live import NOT_TERMINAL, ContinueExpired, continue_expired, restarting
 from reconciler.kube.retry import no_answer
 from reconciler.kube.schema import ListMetaDoc
 
@@ -207,26 +208,9 @@ class UnschedulableWatch:
     # ------------------------------------------------------------------ list
 
     def _list(self) -> None:
-        """Every unassigned, unschedulable pod now; report those not already known."""
-        found: set[str] = set()
-        version, token = "", ""
-        while True:
-            response: Any = self.core.list_pod_for_all_namespaces(
-                field_selector=UNASSIGNED,
-                limit=self.page_size,
-                _continue=token or None,
-                _preload_content=False,
-                _request_timeout=self.request_timeout,
-            )
-            page = _list_decoder.decode(response.data)
-            meta = page.get("metadata") or {}
-            # the first page's version: a real server serves every page at it, and the fake's
-            # later pages may be newer, so watching from the first misses nothing either way
-            version = version or str(meta.get("resourceVersion") or "")
-            found.update(_key(pod) for pod in page.get("items") or [] if _unschedulable(pod))
-            token = str(meta.get("continue") or "")
-            if not token or self._stop.is_set():
-                break
+        """Every unassigned, unschedulable pod now; report those not already known. A continue
+        token that expires starts the list again (kube.live.restarting)."""
+        found, version = restarting("list unassigned pods", self._list_pages)
         if self._stop.is_set():
             return
         new = found - self._known
@@ -236,6 +220,32 @@ class UnschedulableWatch:
         self._working()
         for key in sorted(new):
             self._report(key)
+
+    def _list_pages(self) -> tuple[set[str], str]:
+        """(the unschedulable pods, the list's resourceVersion), every page read."""
+        found: set[str] = set()
+        version, token = "", ""
+        while True:
+            try:
+                response: Any = self.core.list_pod_for_all_namespaces(
+                    field_selector=UNASSIGNED,
+                    limit=self.page_size,
+                    _continue=token or None,
+                    _preload_content=False,
+                    _request_timeout=self.request_timeout,
+                )
+            except ApiException as exc:
+                if continue_expired(exc, token):
+                    raise ContinueExpired("pods") from None
+                raise
+            page = _list_decoder.decode(response.data)
+            meta = page.get("metadata") or {}
+            # the first page's version: every page is served at it
+            version = version or str(meta.get("resourceVersion") or "")
+            found.update(_key(pod) for pod in page.get("items") or [] if _unschedulable(pod))
+            token = str(meta.get("continue") or "")
+            if not token or self._stop.is_set():
+                return found, version
 
     # ------------------------------------------------------------------ watch
 
@@ -359,7 +369,7 @@ def _describe(exc: Exception, host: str) -> tuple[str, str]:
     if isinstance(exc, urllib3.exceptions.HTTPError):
         kind, why = no_answer(exc)
         return kind, f"{'cannot reach' if kind == 'refused' else 'no answer from'} {host}: {why}"
-    if isinstance(exc, _Failed):
+    if isinstance(exc, _Failed | OperationError):  # OperationError: a list that kept expiring
         return "failed", str(exc)
     if isinstance(exc, msgspec.DecodeError):
         return "unreadable", f"unreadable reply: {exc}"

@@ -190,6 +190,9 @@ def trace_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
             kept_spec[key] = spec[key]
     if "initContainers" in kept_spec:
         kept_spec["initContainers"] = [_container(c) for c in kept_spec["initContainers"]]
+    pod_level = (spec.get("resources") or {}).get("requests")
+    if pod_level:  # pod-level resources: they, not the containers', are what the pod asks for
+        kept_spec["resources"] = {"requests": pod_level}
     return {"metadata": kept_metadata, "spec": kept_spec}
 
 

@@ -13,6 +13,7 @@ container statuses) for the listing benchmark; `write_jsonl()` writes objects fo
 
 from __future__ import annotations
 
+import copy
 import functools
 import hashlib
 import uuid
@@ -266,8 +267,10 @@ def pod(
     restart_policy: str = "Always",
     host_network: bool = False,
     nominated_node_name: str | None = None,
+    pod_requests: Mapping[str, str] | None = None,
 ) -> Obj:
-    """A pod. `requests` is one container's requests or a list (one dict per container).
+    """A pod. `requests` is one container's requests or a list (one dict per container);
+    `pod_requests` are pod-level requests (`spec.resources.requests`, PodLevelResources).
 
     Defaults follow the scheduler: with `node_name` the pod is Running and PodScheduled=True; without
     it the pod is Pending and PodScheduled=False/Unschedulable (what scale-up looks for). `host_ports`
@@ -308,6 +311,8 @@ def pod(
     if init_containers:
         spec["initContainers"] = [dict(c) for c in init_containers]
     spec["containers"] = [dict(c) for c in containers]
+    if pod_requests:
+        spec["resources"] = {"requests": dict(pod_requests)}
     spec["restartPolicy"] = restart_policy
     spec["terminationGracePeriodSeconds"] = 30
     spec["dnsPolicy"] = "ClusterFirst"
@@ -588,6 +593,9 @@ def _realistic_template(
             "containerStatuses": [_container_status(main, phase, created, namespace, "")],
             "qosClass": "Burstable",
         }
+        if phase == "Running":  # a 1.33+ kubelet reports what it allocated and actuated (in-place resize)
+            status["containerStatuses"][0]["allocatedResources"] = dict(requests)
+            status["containerStatuses"][0]["resources"] = copy.deepcopy(main["resources"])
     else:
         status = {
             "phase": phase,
@@ -816,6 +824,7 @@ def _pod_template(
     affinity: Obj | None,
     priority_class_name: str | None,
     host_ports: Sequence[int | Mapping[str, Any]] = (),
+    pod_requests: Mapping[str, str] | None = None,
 ) -> Obj:
     reqs = _as_list(requests) or [{}]
     spec: Obj = {
@@ -831,6 +840,8 @@ def _pod_template(
         "securityContext": {},
         "schedulerName": "default-scheduler",
     }
+    if pod_requests:
+        spec["resources"] = {"requests": dict(pod_requests)}
     if node_selector:
         spec["nodeSelector"] = dict(node_selector)
     if tolerations:
@@ -855,8 +866,10 @@ def daemonset(
     host_ports: Sequence[int | Mapping[str, Any]] = (),
     desired: int = 0,
     creation_timestamp: Time = None,
+    pod_requests: Mapping[str, str] | None = None,
 ) -> Obj:
-    """An apps/v1 DaemonSet; its pod template carries `requests` and the scheduling fields."""
+    """An apps/v1 DaemonSet; its pod template carries `requests` (and pod-level `pod_requests`) and
+    the scheduling fields."""
     sel = {"app": name}
     meta = _meta(
         "DaemonSet",
@@ -874,7 +887,14 @@ def daemonset(
         "spec": {
             "selector": {"matchLabels": sel},
             "template": _pod_template(
-                sel, requests, node_selector, tolerations, affinity, priority_class_name, host_ports
+                sel,
+                requests,
+                node_selector,
+                tolerations,
+                affinity,
+                priority_class_name,
+                host_ports,
+                pod_requests,
             ),
             "updateStrategy": {
                 "type": "RollingUpdate",

@@ -12,6 +12,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from reconciler.errors import UserError
+from reconciler.model import Resources
 from reconciler.simulation.convert import convert, dump_paths, dump_time
 from reconciler.simulation.trace import read_trace
 
@@ -258,3 +259,20 @@ def test_bad_dump_series_are_one_line_user_errors(tmp_path: Path) -> None:
         convert(dump_paths([pods_only]))
     with pytest.raises(UserError, match="no dumps given"):
         convert([])
+
+
+def test_pod_level_requests_are_kept_in_the_trace(tmp_path: Path) -> None:
+    """A dumped pod asking 2 CPU / 4Gi at pod level (its container says 250m) arrives in the trace
+    with those requests, not its container's; pod-level limits are not scheduling and are dropped."""
+    level = {"resources": {"requests": {"cpu": "2", "memory": "4Gi"}, "limits": {"cpu": "4"}}}
+    dump = [
+        node("n1", "general", "m5.large", "us-east-1a"),
+        pod("default", "big-1", "u-big", "n1", spec=level),
+    ]
+    (tmp_path / "dump-2026-06-01T09:00:00Z.json").write_text(json.dumps({"kind": "List", "items": dump}))
+    trace = convert(dump_paths([tmp_path]))
+    [arrival] = trace.events
+    assert arrival["pod"]["spec"]["resources"] == {"requests": {"cpu": "2", "memory": "4Gi"}}
+    trace.write(tmp_path / "trace.jsonl")
+    [read] = read_trace(tmp_path / "trace.jsonl").events
+    assert read.pod.requests == Resources({"cpu": 2000, "memory": 4 * 2**30})  # type: ignore[union-attr]

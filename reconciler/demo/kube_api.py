@@ -747,6 +747,10 @@ class FakeKubeAPI:
         code forces the answer the real server gives when that write fails (409: the PDB status
         write kept conflicting; 500: etcd). Runs with the store's lock held: it may use this
         object's Python API, never the server over HTTP."""
+        self.bookmark_interval: float = 60.0
+        """Seconds between BOOKMARK events on a watch that asked for them (allowWatchBookmarks), as
+        the API server's watch cache sends one about every minute and again as the watch's
+        timeoutSeconds ends: the newest resourceVersion, so an idle watch resumes from a recent one."""
         self.disruption: DisruptionController | None = None
         self.replicasets: ReplicaSetController | None = None
         self._changes: list[tuple[str, str, str, Obj | None]] = []
@@ -826,6 +830,14 @@ class FakeKubeAPI:
         self.record_requests = True
         self.validate_writes = True
         self.pod_termination_seconds = 0.0
+        self.bookmark_interval = 60.0
+
+    def end_watches(self) -> None:
+        """End every open watch now, as a server ends one at its timeout (a normal end: the client
+        watches again from the last resourceVersion it saw)."""
+        with self._cond:
+            self._epoch += 1
+            self._cond.notify_all()
 
     def _cancel_timers(self) -> None:
         for t in self._timers:
@@ -1539,10 +1551,14 @@ class FakeKubeAPI:
 
         No resourceVersion (or "0") starts with ADDED for every current object, as the real server;
         a resourceVersion older than the retained events gets an ERROR event with a 410 Status.
+        With allowWatchBookmarks, a BOOKMARK carries the newest resourceVersion every
+        `bookmark_interval` seconds and as the timeout ends.
         """
         res = w.res
         timeout = float(w.query.get("timeoutSeconds") or 1800)
         deadline = time.monotonic() + timeout
+        bookmarks = w.query.get("allowWatchBookmarks") in ("true", "1")
+        next_bookmark = time.monotonic() + self.bookmark_interval
         pred = self._predicate(res, w.query)
         ns = w.namespace
 
@@ -1576,7 +1592,17 @@ class FakeKubeAPI:
                     return
         for i in range(0, len(initial), 256):
             write(b"".join(initial[i : i + 256]))
+
+        def bookmark(rv: int) -> bytes:
+            meta = orjson.dumps({"resourceVersion": str(rv)})
+            return b'{"type":"BOOKMARK","object":{"kind":"%s","apiVersion":"%s","metadata":%s}}\n' % (
+                res.kind.encode(),
+                res.api_version.encode(),
+                meta,
+            )
+
         while True:
+            mark = b""
             with self._cond:
                 while True:
                     if self._epoch != epoch:
@@ -1585,10 +1611,24 @@ class FakeKubeAPI:
                     events = store.events_after(since)
                     if events:
                         break
-                    remaining = deadline - time.monotonic()
+                    now = time.monotonic()
+                    remaining = deadline - now
+                    # every event of this kind up to the newest revision has been sent: it is safe
+                    # to resume from
+                    if bookmarks and (remaining <= 0 or now >= next_bookmark):
+                        since = max(since, self._rv)
+                        mark = bookmark(since)
+                        next_bookmark = now + self.bookmark_interval
+                        break
                     if remaining <= 0:
                         return
-                    self._cond.wait(remaining)
+                    wait = min(remaining, next_bookmark - now) if bookmarks else remaining
+                    self._cond.wait(max(wait, 0.0))
+            if mark:
+                write(mark)
+                if deadline - time.monotonic() <= 0:
+                    return
+                continue
             out = []
             for ev in events:
                 if ev.type == "MODIFIED":

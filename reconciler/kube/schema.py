@@ -25,6 +25,7 @@ class OwnerReferenceDoc(TypedDict, total=False):
 class MetadataDoc(TypedDict, total=False):
     name: str
     namespace: str
+    resourceVersion: str  # `run`'s cache keeps an object it already has when a relist shows it unchanged
     uid: str
     labels: dict[str, str]
     annotations: dict[str, str]
@@ -41,6 +42,7 @@ class MetadataDoc(TypedDict, total=False):
 class PodMetadataDoc(TypedDict, total=False):
     name: str
     namespace: str
+    resourceVersion: str
     uid: str
     creationTimestamp: str
     deletionTimestamp: str
@@ -118,6 +120,7 @@ class DaemonSetDoc(TypedDict, total=False):
 
 class NamespaceMetadataDoc(TypedDict, total=False):
     name: str
+    resourceVersion: str
     labels: dict[str, str]
 
 

@@ -257,7 +257,7 @@ class Reflector:
         self._known: set[Key] = set()  # pods reported unschedulable and not since bound or gone
         self._resync_at = 0.0
         self._failures = 0
-        self._trouble: str | None = None
+        self._trouble: set[str] = set()  # the kinds of failure said since it last worked
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._response: Any = None
@@ -334,8 +334,8 @@ class Reflector:
         delay *= 0.5 + random.random() / 2
         kind, why = _describe(exc, self.reader.api.configuration.host)
         self._broken(why)
-        if kind != self._trouble:
-            self._trouble = kind
+        if kind not in self._trouble:  # each kind of failure said once per outage, not per retry
+            self._trouble.add(kind)
             _log.warning(
                 "cluster cache: %ss: %s; trying again with backoff (at most %gs)",
                 self.kind,
@@ -351,8 +351,8 @@ class Reflector:
         self._failures = 0
         self.broken_since = None
         self.problem = ""
-        if self._trouble is not None:
-            self._trouble = None
+        if self._trouble:
+            self._trouble.clear()
             _log.info("cluster cache: %ss: watching again", self.kind)
 
     # ------------------------------------------------------------------ list
@@ -435,8 +435,12 @@ class Reflector:
         try:
             if self._stop.is_set():
                 return 0
-            self._working()  # the server took the watch: whatever failed before works again
+            # the server took the watch: the picture is kept current again (what failed before is
+            # said to work once the watch delivers or lasts)
+            self.broken_since, self.problem = None, ""
             for line in _lines(response):
+                if not events:
+                    self._working()
                 events += 1
                 self._event(line)
                 if self._stop.is_set():
@@ -448,6 +452,7 @@ class Reflector:
             response.release_conn()
         if not events and not self._stop.is_set() and time.monotonic() - started < _QUICK_END:
             raise _Failed("the server ended the watch at once", relist=False)
+        self._working()
         return events
 
     def _event(self, line: bytes) -> None:
@@ -589,13 +594,13 @@ class ClusterCache:
         yet, each with the failure being retried."""
         reflectors = self._reflectors
         if not reflectors:
-            return "the cluster cache is not started (this replica does not lead the plan stage)"
+            return "the cluster cache to start"
         waiting = [
             f"{r.kind}s" + (f" ({r.problem})" if r.problem else "")
             for r in reflectors.values()
             if not r.synced.is_set()
         ]
-        return f"the first list of {', '.join(waiting)}" if waiting else ""
+        return f"the cluster cache's first list of {', '.join(waiting)}" if waiting else ""
 
     def health(self) -> list[KindHealth]:
         reflectors = self._reflectors

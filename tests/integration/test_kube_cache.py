@@ -449,7 +449,7 @@ def test_no_picture_before_the_first_lists_and_none_once_it_stopped_being_kept_c
     cache = make(stale_after=0.5)
     wait_until(lambda: "HTTP 500" in cache.waiting_for(), what="the failing list reported")  # after retries
     assert not cache.synced()
-    with pytest.raises(NotSynced, match=r"waiting for the first list of Pods \(.*HTTP 500"):
+    with pytest.raises(NotSynced, match=r"waiting for the cluster cache's first list of Pods \(.*HTTP 500"):
         cache.state(NOW)
     blocked.clear()
     assert cache.wait_synced(5)
@@ -477,3 +477,46 @@ def test_stop_ends_every_watch_at_once(make: Make) -> None:
     assert not cache.synced() and not cache.running
     alive = [t.name for t in threading.enumerate() if t.name.startswith("cache-")]
     assert alive == [], alive
+
+
+def test_a_server_that_goes_away_and_comes_back_is_watched_again_from_the_kept_version(
+    own_server: Callable[..., FakeKubeAPI], make: Make, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("INFO", logger="reconciler.kube.cache")
+    server = own_server()
+    api = make_api_client(server.url)
+    try:
+        server.put(k.pod("before", "shop"))
+        cache = make(api)
+        assert cache.wait_synced(5)
+        server.stop()
+        time.sleep(0.4)  # refused connections meanwhile
+        server.put(k.pod("while-down", "shop"))  # written while nobody can watch it
+        server.start()  # same port, same store, same resourceVersions
+        state = converges(cache, api)
+        assert [p.name for p in state.pods] == ["before", "while-down"]
+        assert all(cache.reflector(kind).lists == 1 for kind in KINDS)  # resumed, not listed again
+        ours = [r for r in caplog.records if r.name == "reconciler.kube.cache"]
+        warnings = [r.getMessage() for r in ours if r.levelname == "WARNING"]
+        assert any("cannot reach" in w for w in warnings), warnings
+        assert len(warnings) <= 3 * len(KINDS), warnings  # each kind of failure once, not per retry
+    finally:
+        api.close()
+
+
+def test_a_server_that_answers_every_watch_with_410_is_not_asked_in_a_tight_loop(
+    kube_api: FakeKubeAPI, make: Make
+) -> None:
+    watches: list[str] = []
+
+    def gone(method: str, path: str, query: dict[str, str]) -> Any:
+        if query.get("watch") in ("true", "1") and path == "/api/v1/nodes":
+            watches.append(path)
+            return (410, None)
+        return None
+
+    kube_api.fault = gone
+    make(initial_backoff=0.1, max_backoff=0.5)
+    time.sleep(3.0)
+    kube_api.fault = None
+    assert 2 <= len(watches) <= 20, len(watches)  # backed off: at most ~one every 0.5s once grown

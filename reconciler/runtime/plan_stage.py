@@ -34,6 +34,7 @@ from reconciler.gitops.records import Records, last_desired, last_scale_up, read
 from reconciler.gitops.repo import Update, WorkingCopy
 from reconciler.gitops.state import load_state
 from reconciler.inventory import Inventory
+from reconciler.model import ClusterState
 from reconciler.planning.plan import make_plan
 from reconciler.planning.types import CommittedGroup, Plan, PlanInputs, PlannerMemory
 from reconciler.world import observe
@@ -103,13 +104,15 @@ def plan_once(
     dry_run: bool,
     guard: Callable[[], None] = lambda: None,
     reader: AwsReader | None = None,
+    cluster: Callable[[datetime], ClusterState] | None = None,
 ) -> PlanRun:
     """`guard` runs right before each write (the run loop's: still the leader?); raising stops the
     plan with nothing written, so a deposed leader never publishes what it decided as leader.
-    `reader`: the run loop's, which reuses ASG descriptions between cycles; else a fresh one."""
+    `reader`: the run loop's, which reuses ASG descriptions between cycles; else a fresh one.
+    `cluster`: the run loop's watch-fed cache (kube/cache.py); else the cluster is read live."""
     reader = reader or AwsReader(config)
     before = reader.counter.snapshot()
-    run = _plan_once(config, snapshot, now, dry_run=dry_run, guard=guard, reader=reader)
+    run = _plan_once(config, snapshot, now, dry_run=dry_run, guard=guard, reader=reader, cluster=cluster)
     return replace(run, aws_calls=difference(reader.counter.snapshot(), before))
 
 
@@ -121,13 +124,15 @@ def _plan_once(
     dry_run: bool,
     guard: Callable[[], None],
     reader: AwsReader,
+    cluster: Callable[[datetime], ClusterState] | None,
 ) -> PlanRun:
     if not config.git.url:
         if not dry_run:
             raise UserError(
                 f"{config.source or 'config'}: git.url: required to write plans (set it, or pass --dry-run)"
             )
-        inputs = PlanInputs(inventory=observe(config, snapshot, now, reader), config=config, now=now)
+        inventory = observe(config, snapshot, now, reader, cluster=cluster)
+        inputs = PlanInputs(inventory=inventory, config=config, now=now)
         return PlanRun(checked_plan(inputs, reader)[1])
 
     copy = working_copy(config)
@@ -141,7 +146,7 @@ def _plan_once(
         backoffs=dict(state.backoffs),
         last_scale_up=last_scale_up(records, cluster=config.cluster),
     )
-    inventory = observe(config, snapshot, now, reader)
+    inventory = observe(config, snapshot, now, reader, cluster=cluster)
     if not dry_run:
         guard()
     adopted_text, adopted = adopt_drift(copy, config, inventory, records, text, dry_run=dry_run)

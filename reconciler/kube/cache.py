@@ -47,7 +47,7 @@ import urllib3
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from reconciler.errors import OperationError
+from reconciler.errors import OperationError, ReconcilerError
 from reconciler.kube.autoscaler import DEFAULT_LEASE, DEFAULT_STATUS_CONFIGMAP, detect_autoscaler
 from reconciler.kube.live import NAMESPACES_FORBIDDEN, REQUIRED_KINDS, ListForbidden, LiveReader
 from reconciler.kube.parse import TERMINAL_PHASES, ObjectReader, Raw
@@ -171,13 +171,19 @@ def _unschedulable(pod: Any) -> bool:
     )
 
 
+# What the store keeps per object: (resourceVersion, converted object, its key). The key is kept too so
+# that a relist showing the object unchanged reuses it (and the strings in it) instead of holding on
+# to the copy the list decoded: an unchanged cluster's relist leaves nothing new behind.
+Entry = tuple[str, Any, Key]
+
+
 class _Store:
-    """One kind's objects: (resourceVersion, converted object) by key, and the objects in key order,
-    rebuilt only after a change. The reflector's thread writes; plans read."""
+    """One kind's objects: an Entry by key, and the objects in key order, rebuilt only after a
+    change. The reflector's thread writes; plans read."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.items: dict[Key, tuple[str, Any]] = {}
+        self.items: dict[Key, Entry] = {}
         self._keys: list[Key] = []
         self._objects: tuple[Any, ...] | None = ()
 
@@ -188,7 +194,7 @@ class _Store:
         with self._lock:
             if key not in self.items:
                 bisect.insort(self._keys, key)
-            self.items[key] = (version, value)
+            self.items[key] = (version, value, key)
             self._objects = None
 
     def delete(self, key: Key) -> None:
@@ -198,7 +204,7 @@ class _Store:
             del self._keys[bisect.bisect_left(self._keys, key)]
             self._objects = None
 
-    def replace(self, items: dict[Key, tuple[str, Any]]) -> None:
+    def replace(self, items: dict[Key, Entry]) -> None:
         keys = sorted(items)
         with self._lock:
             self.items, self._keys, self._objects = items, keys, None
@@ -363,7 +369,7 @@ class Reflector:
         reader = ObjectReader()  # new interning tables: what they hold follows the cluster of now
         convert = _converter(self.kind, reader, self.names)
         old = self.store.items  # only this thread writes it
-        fresh: dict[Key, tuple[str, Any]] = {}
+        fresh: dict[Key, Entry] = {}
 
         def add(items: list[dict[str, Any]]) -> None:
             for raw in items:
@@ -372,11 +378,11 @@ class Reflector:
                 version = meta.get("resourceVersion") or ""
                 kept = old.get(key)
                 if kept is not None and version and kept[0] == version:
-                    fresh[key] = kept
+                    fresh[kept[2]] = kept
                     continue
                 value = convert(raw)
                 if value is not None:
-                    fresh[key] = (version, value)
+                    fresh[key] = (version, value, key)
 
         forbidden = False
         with _no_gc():
@@ -402,7 +408,7 @@ class Reflector:
         self._working()
         self.synced.set()
         if self.on_unschedulable is not None:
-            found = {key for key, (_, pod) in fresh.items() if _unschedulable(pod)}
+            found = {key for key, (_, pod, _) in fresh.items() if _unschedulable(pod)}
             new = found - self._known
             self._known = found
             for key in sorted(new):
@@ -716,7 +722,7 @@ def _describe(exc: Exception, host: str) -> tuple[str, str]:
     if isinstance(exc, urllib3.exceptions.HTTPError):
         kind, why = no_answer(exc)
         return kind, f"{'cannot reach' if kind == 'refused' else 'no answer from'} {host}: {why}"
-    if isinstance(exc, _Failed | OperationError):
+    if isinstance(exc, _Failed | ReconcilerError):  # a list that failed, an object we cannot read
         return "failed", str(exc)
     if isinstance(exc, msgspec.DecodeError):
         return "unreadable", f"unreadable reply: {exc}"

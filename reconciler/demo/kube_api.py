@@ -41,7 +41,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http import HTTPStatus
@@ -1942,10 +1942,11 @@ def _phrase(code: int) -> str:
 
 @contextlib.contextmanager
 def serve_in_subprocess(
-    jsonl_path: str | Path | None = None, *, startup_timeout: float = 300.0
+    jsonl_path: str | Path | None = None, *, startup_timeout: float = 300.0, options: Sequence[str] = ()
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """Run the fake in its own process (so a benchmark's client has a core and GIL to itself),
-    loaded from a JSONL file; yields (url, process) once it serves, and stops it on exit."""
+    loaded from a JSONL file; yields (url, process) once it serves, and stops it on exit.
+    `options`: more of main()'s flags (e.g. --bookmark-interval)."""
     root = Path(__file__).resolve().parents[2]
     tmp = Path(tempfile.mkdtemp(prefix="fake-kube-api-"))
     port_file = tmp / "url"
@@ -1953,6 +1954,7 @@ def serve_in_subprocess(
     cmd = [sys.executable, "-m", "reconciler.demo.kube_api", "--port-file", str(port_file)]
     if jsonl_path is not None:
         cmd += ["--objects", str(jsonl_path)]
+    cmd += list(options)
     env = dict(
         os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))
     )
@@ -1993,9 +1995,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--record-requests", action="store_true", help="keep a log of every request")
+    parser.add_argument("--bookmark-interval", type=float, default=60.0, help="seconds between BOOKMARKs")
     args = parser.parse_args(argv)
     api = FakeKubeAPI(args.host, args.port)
     api.record_requests = args.record_requests
+    api.bookmark_interval = args.bookmark_interval
     for path in args.objects:
         api.load_jsonl(path)
     with api._lock:  # sort once now rather than on the first list

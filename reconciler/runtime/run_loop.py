@@ -380,7 +380,7 @@ class Runner:
             max_duration=run.batch_max_duration.total_seconds(),
             min_interval=run.batch_min_interval.total_seconds(),
         )
-        self._batch_lock = threading.Lock()  # the watch's thread adds, the plan stage's takes
+        self._batch_lock = threading.Lock()  # the cache's pod watch adds, the plan stage takes
         self._results: dict[str, StageResult] = {}
         self._aws: AwsReader | None = None  # the plan stage's, reused across cycles
         self._last_plan: PlanRun | None = None

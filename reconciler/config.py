@@ -137,6 +137,7 @@ class RunConfig:
     renew_deadline: timedelta = timedelta(seconds=10)
     retry_period: timedelta = timedelta(seconds=2)
     shutdown_grace_period: timedelta = timedelta(seconds=30)  # the pod's terminationGracePeriodSeconds
+    resync_interval: timedelta = timedelta(minutes=10)  # the plan stage's watch-fed cache lists again
 
 
 @dataclass(frozen=True)
@@ -236,7 +237,7 @@ def _check_run_timing(run: dict[str, Any], label: str) -> None:
             f"(got {run['leaseDuration']}, {run['renewDeadline']}, {run['retryPeriod']}; "
             "client-go's defaults are 15s, 10s, 2s)"
         )
-    for key in ("interval", "applyPollInterval"):
+    for key in ("interval", "applyPollInterval", "resyncInterval"):
         if _duration(run[key]) <= timedelta(0):
             raise UserError(f"{label}: run.{key}: must be above 0 (e.g. 30s)")
     if _duration(run["batchMaxDuration"]) < _duration(run["debounce"]):
@@ -438,6 +439,7 @@ def _build(data: dict[str, Any], label: str, document: Any = None) -> Config:
             renew_deadline=_duration(run["renewDeadline"]),
             retry_period=_duration(run["retryPeriod"]),
             shutdown_grace_period=_duration(run["shutdownGracePeriod"]),
+            resync_interval=_duration(run["resyncInterval"]),
         ),
         aws=AwsConfig(refresh_interval=_duration(data["aws"]["refreshInterval"])),
         kubernetes=KubernetesConfig(

@@ -3,6 +3,7 @@ read-side edges are wired together, so `status` and `plan` see exactly the same 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
@@ -41,10 +42,13 @@ def observe(
     reader: AwsReader | None = None,
     *,
     refreshes: bool = False,
+    cluster: Callable[[datetime], ClusterState] | None = None,
 ) -> Inventory:
     """`refreshes`: ask every group whether an instance refresh is under way (`status`); plan and
-    apply ask only for the groups whose answer changes what they do."""
-    state = read_cluster(config, snapshot, now)
+    apply ask only for the groups whose answer changes what they do. `cluster`: where the cluster
+    state comes from instead of a live read (`run`'s plan stage: its watch-fed cache); apply and
+    the one-shot commands never pass one."""
+    state = cluster(now) if cluster is not None and snapshot is None else read_cluster(config, snapshot, now)
 
     def vet(described: Described) -> None:
         """A dump lacking nodes or pods would read as instances serving nothing: refused from the

@@ -44,7 +44,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http import HTTPStatus
@@ -843,6 +843,10 @@ class FakeKubeAPI:
         code forces the answer the real server gives when that write fails (409: the PDB status
         write kept conflicting; 500: etcd). Runs with the store's lock held: it may use this
         object's Python API, never the server over HTTP."""
+        self.bookmark_interval: float = 60.0
+        """Seconds between BOOKMARK events on a watch that asked for them (allowWatchBookmarks), as
+        the API server's watch cache sends one about every minute and again as the watch's
+        timeoutSeconds ends: the newest resourceVersion, so an idle watch resumes from a recent one."""
         self.disruption: DisruptionController | None = None
         self.replicasets: ReplicaSetController | None = None
         self._changes: list[tuple[str, str, str, Obj | None]] = []
@@ -922,6 +926,14 @@ class FakeKubeAPI:
         self.record_requests = True
         self.validate_writes = True
         self.pod_termination_seconds = 0.0
+        self.bookmark_interval = 60.0
+
+    def end_watches(self) -> None:
+        """End every open watch now, as a server ends one at its timeout (a normal end: the client
+        watches again from the last resourceVersion it saw)."""
+        with self._cond:
+            self._epoch += 1
+            self._cond.notify_all()
 
     def _cancel_timers(self) -> None:
         for t in self._timers:
@@ -1657,10 +1669,14 @@ class FakeKubeAPI:
 
         No resourceVersion (or "0") starts with ADDED for every current object, as the real server;
         a resourceVersion older than the retained events gets an ERROR event with a 410 Status.
+        With allowWatchBookmarks, a BOOKMARK carries the newest resourceVersion every
+        `bookmark_interval` seconds and as the timeout ends.
         """
         res = w.res
         timeout = float(w.query.get("timeoutSeconds") or 1800)
         deadline = time.monotonic() + timeout
+        bookmarks = w.query.get("allowWatchBookmarks") in ("true", "1")
+        next_bookmark = time.monotonic() + self.bookmark_interval
         pred = self._predicate(res, w.query)
         ns = w.namespace
 
@@ -1694,7 +1710,17 @@ class FakeKubeAPI:
                     return
         for i in range(0, len(initial), 256):
             write(b"".join(initial[i : i + 256]))
+
+        def bookmark(rv: int) -> bytes:
+            meta = orjson.dumps({"resourceVersion": str(rv)})
+            return b'{"type":"BOOKMARK","object":{"kind":"%s","apiVersion":"%s","metadata":%s}}\n' % (
+                res.kind.encode(),
+                res.api_version.encode(),
+                meta,
+            )
+
         while True:
+            mark = b""
             with self._cond:
                 while True:
                     if self._epoch != epoch:
@@ -1703,10 +1729,24 @@ class FakeKubeAPI:
                     events = store.events_after(since)
                     if events:
                         break
-                    remaining = deadline - time.monotonic()
+                    now = time.monotonic()
+                    remaining = deadline - now
+                    # every event of this kind up to the newest revision has been sent: it is safe
+                    # to resume from
+                    if bookmarks and (remaining <= 0 or now >= next_bookmark):
+                        since = max(since, self._rv)
+                        mark = bookmark(since)
+                        next_bookmark = now + self.bookmark_interval
+                        break
                     if remaining <= 0:
                         return
-                    self._cond.wait(remaining)
+                    wait = min(remaining, next_bookmark - now) if bookmarks else remaining
+                    self._cond.wait(max(wait, 0.0))
+            if mark:
+                write(mark)
+                if deadline - time.monotonic() <= 0:
+                    return
+                continue
             out = []
             for ev in events:
                 if ev.type == "MODIFIED":
@@ -2045,10 +2085,11 @@ def _phrase(code: int) -> str:
 
 @contextlib.contextmanager
 def serve_in_subprocess(
-    jsonl_path: str | Path | None = None, *, startup_timeout: float = 300.0
+    jsonl_path: str | Path | None = None, *, startup_timeout: float = 300.0, options: Sequence[str] = ()
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """Run the fake in its own process (so a benchmark's client has a core and GIL to itself),
-    loaded from a JSONL file; yields (url, process) once it serves, and stops it on exit."""
+    loaded from a JSONL file; yields (url, process) once it serves, and stops it on exit.
+    `options`: more of main()'s flags (e.g. --bookmark-interval)."""
     root = Path(__file__).resolve().parents[2]
     tmp = Path(tempfile.mkdtemp(prefix="fake-kube-api-"))
     port_file = tmp / "url"
@@ -2056,6 +2097,7 @@ def serve_in_subprocess(
     cmd = [sys.executable, "-m", "reconciler.demo.kube_api", "--port-file", str(port_file)]
     if jsonl_path is not None:
         cmd += ["--objects", str(jsonl_path)]
+    cmd += list(options)
     env = dict(
         os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))
     )
@@ -2096,9 +2138,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--record-requests", action="store_true", help="keep a log of every request")
+    parser.add_argument("--bookmark-interval", type=float, default=60.0, help="seconds between BOOKMARKs")
     args = parser.parse_args(argv)
     api = FakeKubeAPI(args.host, args.port)
     api.record_requests = args.record_requests
+    api.bookmark_interval = args.bookmark_interval
     for path in args.objects:
         api.load_jsonl(path)
     with api._lock:  # sort once now rather than on the first list

@@ -22,6 +22,7 @@ import re
 import threading
 from collections.abc import Callable, Iterator
 from datetime import datetime
+from functools import partial
 from typing import Any, Generic, TypeVar, cast
 
 import msgspec
@@ -39,6 +40,16 @@ from reconciler.model import ClusterState
 
 NOT_TERMINAL = "status.phase!=Succeeded,status.phase!=Failed"
 LIST_RESTARTS = 3  # times a paged list whose continue token expired is started again, then it fails
+# Kinds a plan cannot do without (a 403 fails the read); Namespaces and cluster-autoscaler's evidence
+# are optional: without them the state says what it could not see.
+REQUIRED_KINDS = (
+    "Node",
+    "Pod",
+    "PodDisruptionBudget",
+    "DaemonSet",
+    "PersistentVolume",
+    "PersistentVolumeClaim",
+)
 # Namespaces are optional: without them only affinity terms with a namespaceSelector go unmodelled,
 # so an identity that may not list them still plans (and says so).
 NAMESPACES_FORBIDDEN = (
@@ -131,6 +142,26 @@ class LiveReader:
         self.apps = k8s.AppsV1Api(api)
         self.policy = k8s.PolicyV1Api(api)
         self.coordination = k8s.CoordinationV1Api(api)
+        # Every list the planner's picture is made of, with its selector: this read and `run`'s
+        # watch-fed cache (kube/cache.py) list (and watch) exactly these. cluster-autoscaler's Lease
+        # and status ConfigMap are asked for by name in every namespace (see _find_autoscaler).
+        self.lists: dict[str, tuple[Callable[..., Any], dict[str, Any]]] = {
+            "Node": (self.core.list_node, {}),
+            "Pod": (self.core.list_pod_for_all_namespaces, {"field_selector": NOT_TERMINAL}),
+            "PodDisruptionBudget": (self.policy.list_pod_disruption_budget_for_all_namespaces, {}),
+            "DaemonSet": (self.apps.list_daemon_set_for_all_namespaces, {}),
+            "PersistentVolume": (self.core.list_persistent_volume, {}),
+            "PersistentVolumeClaim": (self.core.list_persistent_volume_claim_for_all_namespaces, {}),
+            "Namespace": (self.core.list_namespace, {}),
+            "Lease": (
+                self.coordination.list_lease_for_all_namespaces,
+                {"field_selector": f"metadata.name={self.autoscaler_lease}"},
+            ),
+            "ConfigMap": (
+                self.core.list_config_map_for_all_namespaces,
+                {"field_selector": f"metadata.name={self.autoscaler_status}"},
+            ),
+        }
 
     def read(self, now: datetime) -> ClusterState:
         # Listing builds millions of long-lived objects and no cycles; the cyclic collector would
@@ -145,63 +176,71 @@ class LiveReader:
 
     def _read(self, now: datetime) -> ClusterState:
         builder = StateBuilder(self.autoscaler_lease, self.autoscaler_status)
-        lists: list[tuple[str, Callable[..., Any], dict[str, Any]]] = [
-            ("Node", self.core.list_node, {}),
-            ("Pod", self.core.list_pod_for_all_namespaces, {"field_selector": NOT_TERMINAL}),
-            ("PodDisruptionBudget", self.policy.list_pod_disruption_budget_for_all_namespaces, {}),
-            ("DaemonSet", self.apps.list_daemon_set_for_all_namespaces, {}),
-            ("PersistentVolume", self.core.list_persistent_volume, {}),
-            ("PersistentVolumeClaim", self.core.list_persistent_volume_claim_for_all_namespaces, {}),
-        ]
-        for kind, call, params in lists:
-            self._read_all(builder, kind, call, params)
+        for kind in REQUIRED_KINDS:
+            self.list_kind(kind, partial(builder.add_all, kind), partial(builder.forget, kind))
         try:
-            self._read_all(builder, "Namespace", self.core.list_namespace, {})
+            self.list_kind(
+                "Namespace", partial(builder.add_all, "Namespace"), partial(builder.forget, "Namespace")
+            )
         except ListForbidden:
             builder.not_read("Namespace", NAMESPACES_FORBIDDEN)
-        self._find_autoscaler(builder, "Lease", self.autoscaler_lease)
-        self._find_autoscaler(builder, "ConfigMap", self.autoscaler_status)
+        self._find_autoscaler(builder, "Lease")
+        self._find_autoscaler(builder, "ConfigMap")
         return builder.build(now)
 
-    def _find_autoscaler(self, builder: StateBuilder, kind: str, name: str) -> None:
-        """cluster-autoscaler's `kind` named `name` in every namespace: one cluster-wide list with
-        `fieldSelector=metadata.name=<name>`, which RBAC authorises by resourceNames (the API server
-        takes an exact metadata.name selector as the request's name), so no right to read other
-        Leases or ConfigMaps is needed. Where even that is forbidden (RBAC of an older release), only
-        kube-system is looked at, and the state says so."""
-        listing: Callable[..., Any]
-        get: Callable[..., Any]
-        if kind == "Lease":
-            listing, get = (
-                self.coordination.list_lease_for_all_namespaces,
-                self.coordination.read_namespaced_lease,
-            )
-        else:
-            listing, get = self.core.list_config_map_for_all_namespaces, self.core.read_namespaced_config_map
+    def list_kind(
+        self,
+        kind: str,
+        add: Callable[[list[dict[str, Any]]], None],
+        again: Callable[[], None] = lambda: None,
+    ) -> str:
+        """Every object of `kind` (as `lists` asks for it), page by page into `add`; returns the
+        list's resourceVersion, from which a watch picks up (the first page's: a real server serves
+        every page at it, so watching from there misses nothing). ListForbidden on a 403. When a
+        continue token expires (410), `again()` drops what `add` gathered and the list starts over
+        (`restarting`, as client-go's pager)."""
+        call, params = self.lists[kind]
+
+        def listing() -> str:
+            version = ""
+            for items, meta in self._paged(kind, call, params):
+                version = version or str(meta.get("resourceVersion") or "")
+                add(items)
+            return version
+
+        return restarting(f"list {kind}s", listing, again)
+
+    def _find_autoscaler(self, builder: StateBuilder, kind: str) -> None:
+        """cluster-autoscaler's `kind` named as configured in every namespace: one cluster-wide list
+        with `fieldSelector=metadata.name=<name>`, which RBAC authorises by resourceNames (the API
+        server takes an exact metadata.name selector as the request's name), so no right to read
+        other Leases or ConfigMaps is needed. Where even that is forbidden (RBAC of an older
+        release), only kube-system is looked at, and the state says so."""
         try:
-            self._read_all(builder, kind, listing, {"field_selector": f"metadata.name={name}"})
+            self.list_kind(kind, partial(builder.add_all, kind), partial(builder.forget, kind))
             return
         except ListForbidden:
             pass
-        builder.warnings.append(
+        warning, found = self.autoscaler_in_kube_system(kind)
+        builder.warnings.append(warning)
+        if found is not None:
+            builder.add(kind, found)
+
+    def autoscaler_in_kube_system(self, kind: str) -> tuple[str, dict[str, Any] | None]:
+        """Where listing cluster-autoscaler's `kind` by name is forbidden: the warning that says so,
+        and the object of that name in kube-system (None: absent, or not readable either)."""
+        name = self.autoscaler_lease if kind == "Lease" else self.autoscaler_status
+        get: Callable[..., Any] = (
+            self.coordination.read_namespaced_lease
+            if kind == "Lease"
+            else self.core.read_namespaced_config_map
+        )
+        warning = (
             f"cluster-autoscaler looked for in kube-system only: list {kind}s named {name} in all namespaces "
             f"is forbidden (grant `list` on {kind.lower()}s with resourceNames [{name}], cluster-wide: "
             "docs/deploy-kubernetes.md)"
         )
-        found = self._get(kind, get, ("kube-system", name))
-        if found is not None:
-            builder.add(kind, found)
-
-    def _read_all(
-        self, builder: StateBuilder, kind: str, call: Callable[..., Any], params: dict[str, Any]
-    ) -> None:
-        """Every object of `kind` into `builder`, page by page, listed again if a token expires."""
-
-        def listing() -> None:
-            for items in self._pages(kind, call, params):
-                builder.add_all(kind, items)
-
-        restarting(f"list {kind}s", listing, lambda: builder.forget(kind))
+        return warning, self._get(kind, get, ("kube-system", name))
 
     def _fetch(self, kind: str, call: Callable[..., Any], params: dict[str, Any], token: str) -> bytes:
         try:
@@ -220,10 +259,11 @@ class LiveReader:
         except urllib3.exceptions.HTTPError as exc:
             raise unreachable(self.api, exc) from None
 
-    def _pages(
+    def _paged(
         self, kind: str, call: Callable[..., Any], params: dict[str, Any]
-    ) -> Iterator[list[dict[str, Any]]]:
-        """Items page by page; the next page is requested before this one is converted."""
+    ) -> Iterator[tuple[list[dict[str, Any]], dict[str, Any]]]:
+        """(items, the page's ListMeta) page by page; the next page is requested before this one
+        is converted."""
         decoder = list_decoder(kind)
 
         def fetch(token: str) -> _Prefetch[bytes]:
@@ -236,9 +276,10 @@ class LiveReader:
                 page = decoder.decode(body)
             except msgspec.DecodeError as exc:
                 raise OperationError(f"Kubernetes API: list {kind}s: unreadable reply: {exc}") from None
-            token = (page.get("metadata") or {}).get("continue") or ""
+            meta = page.get("metadata") or {}
+            token = meta.get("continue") or ""
             pending = fetch(token) if token else None
-            yield page.get("items") or []
+            yield page.get("items") or [], meta
 
     def _get(self, kind: str, call: Callable[..., Any], where: tuple[str, str]) -> dict[str, Any] | None:
         namespace, name = where

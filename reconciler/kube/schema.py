@@ -26,6 +26,7 @@ class OwnerReferenceDoc(TypedDict, total=False):
 class MetadataDoc(TypedDict, total=False):
     name: str
     namespace: str
+    resourceVersion: str  # `run`'s cache keeps an object it already has when a relist shows it unchanged
     uid: str
     labels: dict[str, str]
     annotations: dict[str, str]
@@ -42,6 +43,7 @@ class MetadataDoc(TypedDict, total=False):
 class PodMetadataDoc(TypedDict, total=False):
     name: str
     namespace: str
+    resourceVersion: str
     uid: str
     creationTimestamp: str
     deletionTimestamp: str
@@ -132,6 +134,7 @@ class DaemonSetDoc(TypedDict, total=False):
 
 class NamespaceMetadataDoc(TypedDict, total=False):
     name: str
+    resourceVersion: str
     labels: dict[str, str]
 
 

@@ -32,6 +32,7 @@ from reconciler.gitops.records import Records, last_desired, last_scale_up, read
 from reconciler.gitops.repo import Update, WorkingCopy
 from reconciler.gitops.state import load_state
 from reconciler.inventory import Inventory
+from reconciler.model import ClusterState
 from reconciler.planning.plan import make_plan
 from reconciler.planning.types import CommittedGroup, Plan, PlanInputs, PlannerMemory
 from reconciler.runtime.capacity_repo import default_work_dir as default_work_dir
@@ -84,17 +85,21 @@ def plan_once(
     guard: Callable[[], None] = lambda: None,
     reader: AwsReader | None = None,
     change: Callable[[Inventory], Inventory] | None = None,
+    cluster: Callable[[datetime], ClusterState] | None = None,
 ) -> PlanRun:
     """`guard` runs right before each write (the run loop's: still the leader?); raising stops the
     plan with nothing written, so a deposed leader never publishes what it decided as leader.
     `reader`: the run loop's, which reuses ASG descriptions between cycles; else a fresh one.
     `change`: `what-if`'s, the observed cluster as it would be with a workload change (its pods
-    pending); a dry run only, so a cluster that does not exist is never written to Git."""
+    pending); a dry run only, so a cluster that does not exist is never written to Git.
+    `cluster`: the run loop's watch-fed cache (kube/cache.py); else the cluster is read live."""
     if change is not None and not dry_run:
         raise ValueError("a changed cluster is planned as a dry run only")
     reader = reader or AwsReader(config)
     before = reader.counter.snapshot()
-    run = _plan_once(config, snapshot, now, dry_run=dry_run, guard=guard, reader=reader, change=change)
+    run = _plan_once(
+        config, snapshot, now, dry_run=dry_run, guard=guard, reader=reader, change=change, cluster=cluster
+    )
     return replace(run, aws_calls=difference(reader.counter.snapshot(), before))
 
 
@@ -107,6 +112,7 @@ def _plan_once(
     guard: Callable[[], None],
     reader: AwsReader,
     change: Callable[[Inventory], Inventory] | None = None,
+    cluster: Callable[[datetime], ClusterState] | None = None,
 ) -> PlanRun:
     changed = change or (lambda observed: observed)
     if not config.git.url:
@@ -114,7 +120,7 @@ def _plan_once(
             raise UserError(
                 f"{config.source or 'config'}: git.url: required to write plans (set it, or pass --dry-run)"
             )
-        inventory = changed(observe(config, snapshot, now, reader))
+        inventory = changed(observe(config, snapshot, now, reader, cluster=cluster))
         inputs, plan = checked_plan(PlanInputs(inventory=inventory, config=config, now=now), reader)
         return PlanRun(plan, inventory=inputs.inventory)
 
@@ -129,7 +135,7 @@ def _plan_once(
         backoffs=dict(state.backoffs),
         last_scale_up=last_scale_up(records, cluster=config.cluster),
     )
-    inventory = changed(observe(config, snapshot, now, reader))
+    inventory = changed(observe(config, snapshot, now, reader, cluster=cluster))
     if not dry_run:
         guard()
     adopted_text, adopted = adopt_drift(copy, config, inventory, records, text, dry_run=dry_run)

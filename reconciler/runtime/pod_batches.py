@@ -4,13 +4,13 @@ Karpenter (pkg/controllers/provisioning/batcher.go) opens a batch at the first n
 once no new pod came for BATCH_IDLE_DURATION (1s) or once it has been open BATCH_MAX_DURATION (10s):
 a lone pod waits the idle period, a stream waits at most the maximum. Here `run.debounce` is the
 idle period and `run.batchMaxDuration` the maximum. Karpenter plans a stream slower than its idle
-period (a pod every 1.5 s) pod by pod; every plan cycle here lists every pod, so a pod-triggered
+period (a pod every 1.5 s) pod by pod; every plan cycle here plans every pod, so a pod-triggered
 cycle also starts at least `run.batchMinInterval` after the previous pod-triggered one. No pod waits
 longer than the largest of the three (plus a cycle already running); a lone pod after a quiet spell
 is still planned after the idle period.
 
 Pure and clock-free: the caller passes `time.monotonic()` and serialises the calls (the pod watch's
-thread adds, the plan stage's thread asks and takes).
+thread of the cluster cache adds, the plan stage's thread asks and takes).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ class PodBatcher:
 
     def take(self, now: float) -> Batch | None:
         """The open batch, handed to a cycle beginning at `now` (whatever started it: that cycle
-        lists every pod seen so far). A cycle that begins once the batch is due counts as triggered
+        plans every pod seen so far). A cycle that begins once the batch is due counts as triggered
         by it and starts the minimum interval; the interval's own cycle taking it early does not."""
         due = self.due()
         if due is None:

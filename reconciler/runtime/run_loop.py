@@ -3,9 +3,12 @@
 Each stage is a thread behind its own leader election (the Lease `asg-reconciler-<stage>-leader-
 <cluster>` in `run.namespace`), and each cycle is exactly `plan_once` or `apply_once`: this module
 only decides when, and tells people what happened (metrics, health, events, the status ConfigMap,
-logs). The plan stage cycles every `run.interval` and, in batches (`pod_batches.py`), soon after
-pods become unschedulable (a watch, not a poll); the apply stage every `run.interval` and as soon as
-`git ls-remote` says `git.branch` moved. A failed cycle is logged and counted and the stage backs
+logs). The plan stage reads the cluster from its watch-fed cache (kube/cache.py: listed once when
+this replica starts leading, then kept current by watches, listed again every run.resyncInterval),
+cycles every `run.interval` and, in batches (`pod_batches.py`), soon after the cache's pod watch
+sees pods become unschedulable; it plans only once the cache has listed every kind. The apply
+stage reads the cluster live, every `run.interval` and as soon as `git ls-remote` says
+`git.branch` moved. A failed cycle is logged and counted and the stage backs
 off; only a bad config at start ends the process (exit 2). SIGTERM or Ctrl-C: the current step
 finishes or is abandoned safely, the Leases are released, exit 0 (a second Ctrl-C: exit 130 at once).
 """
@@ -30,12 +33,13 @@ from reconciler.config import Config, load_config
 from reconciler.errors import OperationError, ReconcilerError, RefusedError, StopRequested, UserError
 from reconciler.gitops.proposal import OpenProposal, open_proposal
 from reconciler.gitops.repo import WorkingCopy
+from reconciler.kube.cache import KINDS as CACHE_KINDS
+from reconciler.kube.cache import ClusterCache
 from reconciler.kube.client import api_client, run_namespace
 from reconciler.kube.control import SuspendedError, Switch
 from reconciler.kube.events import EventRecorder
 from reconciler.kube.leader import LeaderElector
 from reconciler.kube.status_configmap import StatusConfigMap
-from reconciler.kube.watch import UnschedulableWatch
 from reconciler.runtime.apply_stage import LoopHooks, apply_once
 from reconciler.runtime.plan_stage import PlanRun, default_work_dir, plan_once
 from reconciler.runtime.pod_batches import Batch, PodBatcher
@@ -49,6 +53,9 @@ _log = logging.getLogger("reconciler.run")
 
 PLAN, APPLY = "plan", "apply"
 _SLICE = 0.5  # seconds: how often a waiting stage looks at its triggers, the Lease and the stop request
+# A plan refuses a cache picture not kept current for 3 run.interval (its watches and lists failing),
+# and never for less than this: a relist after a 410 must not count as stale.
+STALE_FLOOR = 10.0
 
 
 def error_kind(exc: BaseException) -> str:
@@ -151,11 +158,15 @@ class Stage:
         self.thread = threading.Thread(target=self._main, name=f"stage-{name}", daemon=True)
         self.tried_head: str | None = None  # apply: the tip ls-remote last saw and a cycle was started for
         self._poll_failed = False
+        self._waiting_said = ""  # plan: what the cluster cache was last said to wait for
+        self._waiting_since = 0.0
 
     # --------------------------------------------------------------------------------- the thread
 
     def _leadership(self, leading: bool) -> None:
         self.runner.metrics.leader(self.name, leading)
+        if self.name == PLAN:
+            self.runner.follow_cache(leading)
         where = f"{self.runner.namespace}/{self.lease_name}"
         if leading:
             _log.info("%s: leading (Lease %s); cycling every %s", self.name, where, self.interval_text)
@@ -202,6 +213,8 @@ class Stage:
         poll = config.run.apply_poll_interval.total_seconds()
         while not shutdown.requested and self.elector.is_leader():
             self.runner.health.progress(self.name)
+            if self.name == PLAN and not self._cache_synced():
+                continue
             now = time.monotonic()
             if now >= self.next_due:
                 return True
@@ -226,6 +239,27 @@ class Stage:
                 shutdown.sleep(wait)
             else:
                 self.wake.wait(wait)
+        return False
+
+    def _cache_synced(self) -> bool:
+        """Plan: has the cluster cache listed every kind? If not, say what it waits for (once per
+        change) and wait a slice for it; a plan never starts from half a picture."""
+        waiting = self.runner.cache_waiting()
+        if not waiting:
+            if self._waiting_said:
+                took = time.monotonic() - self._waiting_since
+                _log.info(
+                    "plan: the cluster cache is synced (%s) after %.1fs", self.runner.cache_summary(), took
+                )
+                self._waiting_said = ""
+            return True
+        if not self._waiting_said:
+            self._waiting_since = time.monotonic()
+        if waiting != self._waiting_said:
+            _log.info("plan: waiting for %s before planning", waiting)
+            self._waiting_said = waiting
+        self.wake.clear()  # the pods the cache reports meanwhile are planned once it is synced
+        self.runner.cache_wait(_SLICE)
         return False
 
     def _main_moved(self) -> bool:
@@ -318,8 +352,9 @@ class Runner:
         self.namespace = run_namespace(config)
         self.kube = api_client(config.kubernetes, parallel=8)
         self.shutdown = Shutdown(config.run.shutdown_grace_period.total_seconds())
+        self.cache: ClusterCache | None = None  # the plan stage's, started while it leads
         self.stages = {name: Stage(name, self) for name in config.run.stages}
-        self.health = Health(self.stages, self._stall_after)
+        self.health = Health(self.stages, self._stall_after, waiting=self._cache_readiness)
         self.server = TelemetryServer(config.run.metrics_address, self.metrics, self.health)
         timeout = config.kubernetes.request_timeout.total_seconds()
         self.events = EventRecorder(self.kube, host=socket.gethostname(), request_timeout=timeout)
@@ -327,18 +362,25 @@ class Runner:
         # and `status-apply`, so neither overwrites the other's view every cycle
         key = "status" if len(self.stages) > 1 else f"status-{next(iter(self.stages))}"
         self.status = StatusConfigMap(self.kube, self.namespace, request_timeout=timeout, key=key)
-        self.watch: UnschedulableWatch | None = None
-        if PLAN in self.stages:
-            plan = self.stages[PLAN]
-            self.watch = UnschedulableWatch(self.kube, self._unschedulable, request_timeout=timeout)
-            self._plan_wake = plan.wake
         run = config.run
+        if PLAN in self.stages:
+            self._plan_wake = self.stages[PLAN].wake
+            self.cache = ClusterCache(
+                api_client(config.kubernetes, parallel=2 * len(CACHE_KINDS)),  # a watch per kind, lists
+                page_size=config.kubernetes.page_size,
+                autoscaler_names=(config.kubernetes.autoscaler_lease, config.kubernetes.autoscaler_status),
+                resync=run.resync_interval.total_seconds(),
+                on_unschedulable=self._unschedulable,
+                request_timeout=timeout,
+                stale_after=max(3 * run.interval.total_seconds(), STALE_FLOOR),
+            )
+            self.metrics.cluster_cache(self.cache.health)
         self._batch = PodBatcher(
             idle=run.debounce.total_seconds(),
             max_duration=run.batch_max_duration.total_seconds(),
             min_interval=run.batch_min_interval.total_seconds(),
         )
-        self._batch_lock = threading.Lock()  # the watch's thread adds, the plan stage's takes
+        self._batch_lock = threading.Lock()  # the cache's pod watch adds, the plan stage takes
         self._results: dict[str, StageResult] = {}
         self._aws: AwsReader | None = None  # the plan stage's, reused across cycles
         self._last_plan: PlanRun | None = None
@@ -348,8 +390,44 @@ class Runner:
         self._repos: dict[str, tuple[tuple[str, str, str], WorkingCopy]] = {}
         self._warned: dict[str, frozenset[str]] = {}
 
+    # ----------------------------------------------------------------------------- the cluster cache
+
+    def follow_cache(self, leading: bool) -> None:
+        """The plan stage's leadership changed: a leader lists and watches the cluster; a follower
+        does not (it would double the API server's cost for nothing), and a new leader starts from
+        a fresh list."""
+        if self.cache is None:
+            return
+        if leading:
+            resync = self.config.run.resync_interval.total_seconds()
+            _log.info("plan: listing the cluster, then watching it (listed again every %gs)", resync)
+            self.cache.start()
+        else:
+            self.cache.stop(timeout=1.0)
+
+    def cache_waiting(self) -> str:
+        """What the plan stage's cache still waits for ("" when synced, or with no cache)."""
+        return self.cache.waiting_for() if self.cache is not None else ""
+
+    def cache_wait(self, seconds: float) -> None:
+        if self.cache is not None and self.cache.running:
+            self.cache.wait_synced(seconds)
+        else:
+            self.shutdown.sleep(seconds)
+
+    def cache_summary(self) -> str:
+        counts = {h.kind: h.objects for h in self.cache.health()} if self.cache is not None else {}
+        return f"{counts.get('Node', 0)} nodes, {counts.get('Pod', 0)} pods"
+
+    def _cache_readiness(self) -> str:
+        """/readyz: while this replica leads the plan stage, its cache must have listed every kind."""
+        plan = self.stages.get(PLAN)
+        if self.cache is None or plan is None or not plan.elector.is_leader():
+            return ""
+        return self.cache.waiting_for()
+
     def _unschedulable(self, pod: str) -> None:
-        """The watch's report: the pod joins the batch (a standby replica keeps it too: a new leader
+        """The cache's report: the pod joins the batch (a standby replica keeps it too: a new leader
         cycles at once). One line per pod at debug level; the batch is said once, when planned."""
         _log.debug("plan: pod %s is unschedulable", pod)
         with self._batch_lock:
@@ -408,7 +486,13 @@ class Runner:
     def plan_cycle(self, config: Config, now: datetime) -> tuple[str, str, str | None]:
         self._take_batch()
         run = plan_once(
-            config, None, now, dry_run=False, guard=self._still_leading(PLAN), reader=self._aws_reader(config)
+            config,
+            None,
+            now,
+            dry_run=False,
+            guard=self._still_leading(PLAN),
+            reader=self._aws_reader(config),
+            cluster=self.cache.state if self.cache is not None else None,
         )
         self.metrics.aws_calls(run.aws_calls)
         plan = run.plan
@@ -575,8 +659,6 @@ class Runner:
     def run(self) -> int:
         self.server.start()  # a bad address or a port in use: UserError, exit 2, nothing started
         with self._signals():
-            if self.watch is not None:
-                self.watch.start()
             for stage in self.stages.values():
                 stage.thread.start()
             _log.info(
@@ -596,8 +678,8 @@ class Runner:
         self._bounded(lambda: self.events.flush(datetime.now(UTC)), 5.0)  # the folded repeats
         for stage in self.stages.values():
             stage.elector.stop(release=True)
-        if self.watch is not None:
-            self.watch.stop()
+        if self.cache is not None:
+            self.cache.stop()
         self.server.stop()
         _log.info("run: stopped; Leases released")
         return 0

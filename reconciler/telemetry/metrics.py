@@ -15,17 +15,23 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from reconciler.apply.outcome import FAILED, REFUSED
 
 if TYPE_CHECKING:
     from reconciler.apply.outcome import ApplyReport
+    from reconciler.kube.cache import KindHealth
     from reconciler.planning.types import Plan
+
+# Why the plan stage's cluster cache listed a kind again (reconciler/kube/cache.py).
+RELIST_REASONS = ("expired", "resync", "error")
 
 PREFIX = "asg_reconciler_"
 
@@ -383,6 +389,11 @@ class Metrics:
             self.backoff_remaining,
         )
 
+    def cluster_cache(self, health: Callable[[], Iterable[KindHealth]]) -> None:
+        """The plan stage's watch-fed cache, read at each scrape (kube/cache.py's KindHealth per
+        kind): synced, objects, the last event, relists by reason."""
+        self.registry.register(_CacheCollector(health))
+
     def aws_calls(self, calls: Mapping[str, int]) -> None:
         for operation, count in calls.items():
             self.aws_requests.labels(operation).inc(count)
@@ -445,3 +456,40 @@ class Metrics:
         kind = refusal_kind(reason_kind)
         if kind != WAITING:
             self.refusals.labels(kind).inc()
+
+
+class _CacheCollector(Collector):
+    """The cache's health as metrics, computed when scraped (nothing to keep in step)."""
+
+    def __init__(self, health: Callable[[], Iterable[KindHealth]]) -> None:
+        self._health = health
+
+    def collect(self) -> Iterator[Metric]:
+        synced = GaugeMetricFamily(
+            PREFIX + "cache_synced",
+            "1 once the plan stage's cluster cache has listed the kind (while this replica leads it).",
+            labels=["kind"],
+        )
+        objects = GaugeMetricFamily(
+            PREFIX + "cache_objects",
+            "Objects of the kind in the plan stage's cluster cache.",
+            labels=["kind"],
+        )
+        last = GaugeMetricFamily(
+            PREFIX + "cache_last_event_timestamp_seconds",
+            "When the cache last heard of the kind: a list, an event or a bookmark (Unix time; 0: never).",
+            labels=["kind"],
+        )
+        relists = CounterMetricFamily(
+            PREFIX + "cache_relists",
+            "Lists of a kind after its first, by reason: expired (410 Gone), resync (run.resyncInterval), "
+            "error (the watch was refused).",
+            labels=["kind", "reason"],
+        )
+        for kind in self._health():
+            synced.add_metric([kind.kind], 1 if kind.synced else 0)
+            objects.add_metric([kind.kind], kind.objects)
+            last.add_metric([kind.kind], kind.last_event or 0.0)
+            for reason in RELIST_REASONS:
+                relists.add_metric([kind.kind, reason], kind.relists.get(reason, 0))
+        yield from (synced, objects, last, relists)

@@ -4,7 +4,8 @@
 Accept header Prometheus sends), gzip and `name[]` filtering come with it. /healthz turns red when a
 stage stops making progress — a hung API call, a deadlock — so the kubelet restarts the pod; it stays
 green while a stage fails and retries (that is a metric and an alert, not a reason to restart).
-/readyz is green once every stage finished its first cycle (or, as a follower, knows its leader).
+/readyz is green once every stage finished its first cycle (or, as a follower, knows its leader),
+and, while this replica leads the plan stage, its watch-fed cluster cache has listed every kind.
 """
 
 from __future__ import annotations
@@ -46,9 +47,12 @@ class Health:
         stages: Iterable[str],
         stall_after: Callable[[str], float],
         clock: Callable[[], float] = time.monotonic,
+        waiting: Callable[[], str] = lambda: "",
     ) -> None:
+        """`waiting()`: what else readiness waits for ("" for nothing): the plan leader's cache."""
         self._stall_after = stall_after
         self._clock = clock
+        self._waiting = waiting
         self._lock = threading.Lock()
         start = clock()
         self._last: dict[str, float] = dict.fromkeys(stages, start)
@@ -84,9 +88,10 @@ class Health:
     def is_ready(self) -> tuple[bool, str]:
         with self._lock:
             waiting = sorted(stage for stage, done in self._ready.items() if not done)
+        reasons = [other] if (other := self._waiting()) else []
         if waiting:
-            return False, "not ready: waiting for the first cycle of " + ", ".join(waiting)
-        return True, "ok"
+            reasons.append("the first cycle of " + ", ".join(waiting))
+        return (False, "not ready: waiting for " + "; ".join(reasons)) if reasons else (True, "ok")
 
 
 def parse_address(address: str) -> tuple[str, int]:

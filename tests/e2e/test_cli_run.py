@@ -57,6 +57,12 @@ def test_a_pending_pod_is_planned_and_applied_before_the_next_interval(world: Wo
             log=run.output,
         )
         assert run.metric("asg_reconciler_node_group_desired_nodes", node_group="general") == 3.0
+        assert run.metric("asg_reconciler_cache_synced", kind="Pod") == 1.0
+        assert run.metric("asg_reconciler_cache_objects", kind="Node") == 2.0
+        assert (
+            run.metric("asg_reconciler_cache_last_event_timestamp_seconds", kind="Pod") or 0
+        ) > time.time() - 120
+        assert run.metric("asg_reconciler_cache_relists_total", kind="Pod", reason="expired") == 0.0
         triggered = [e for e in world.kube.objects("Event", "shop") if e.get("reason") == "TriggeredScaleUp"]
         assert triggered and triggered[0]["involvedObject"]["name"] == "big-1"
         status = world.kube.get_object("ConfigMap", "kube-system", "asg-reconciler-status")
@@ -64,6 +70,30 @@ def test_a_pending_pod_is_planned_and_applied_before_the_next_interval(world: Wo
         assert run.stop(signal.SIGTERM) == 0, run.output()
     assert holder(world, PLAN_LEASE) == "" and holder(world, "asg-reconciler-apply-leader-prod") == ""
     assert "Traceback" not in run.output()
+
+
+def test_the_plan_stage_is_not_ready_and_does_not_plan_until_its_cache_has_listed_everything(
+    world: World,
+) -> None:
+    def failing(method: str, path: str, query: dict[str, str]) -> object:
+        return (500, None) if path == "/api/v1/pods" and not query.get("watch") else None
+
+    world.kube.fault = failing  # the pods cannot be listed
+    with RunProcess(world.config, stages="plan") as run:
+        wait_for(
+            lambda: run.metric("asg_reconciler_leader", stage="plan") == 1.0, 20, "leading", log=run.output
+        )
+        wait_for(lambda: "HTTP 500" in run.get("/readyz")[1], 20, "the reason on /readyz", log=run.output)
+        code, body = run.get("/readyz")
+        assert code == 503 and "waiting for the cluster cache's first list of Pods (" in body, body
+        assert run.metric("asg_reconciler_cache_synced", kind="Pod") == 0.0
+        assert run.metric("asg_reconciler_cache_synced", kind="Node") == 1.0
+        assert not run.metric("asg_reconciler_cycles_total", stage="plan")  # no plan from half a picture
+        assert "plan: waiting for the cluster cache's first list of Pods" in run.output()
+        world.kube.fault = None
+        wait_for(lambda: run.get("/readyz")[0] == 200, 30, "readiness", log=run.output)
+        assert "plan: the cluster cache is synced (2 nodes, 2 pods)" in run.output()
+        assert run.stop() == 0
 
 
 def test_two_replicas_one_leader_and_takeover_on_sigterm_and_sigkill(world: World) -> None:
@@ -128,12 +158,17 @@ def test_api_500s_and_a_git_remote_gone_do_not_kill_the_loop(world: World) -> No
             return (500, None) if "/leases/" not in path else None  # everything but the Leases
 
         world.kube.fault = broken
+        # the plan stage's open watches keep its cache current (as they would on a real server whose
+        # new requests fail); once they end and cannot come back, its picture goes stale (after
+        # 3 x run.interval, at least 10s) and plan cycles fail as a failing live read did
+        world.kube.end_watches()
         wait_for(
             lambda: (run.metric("asg_reconciler_errors_total", stage="plan", kind="kubernetes") or 0) >= 1,
-            20,
+            25,
             "a failed plan cycle",
             log=run.output,
         )
+        assert "cluster cache is stale" in run.output()
         time.sleep(2)
         world.kube.fault = None
         hidden = world.remote.with_name("moved-away")
@@ -176,7 +211,9 @@ def test_healthz_is_red_when_the_loop_stalls(world: World) -> None:
         wait_for(lambda: run.get("/healthz")[0] == 200, 30, "health", log=run.output)
 
         def hang(method: str, path: str, query: dict[str, str]) -> object:
-            return 20.0 if path.endswith("/nodes") else None  # a list that takes 20s: the cycle hangs
+            # the status ConfigMap's read at the end of every cycle takes 20s: the cycle hangs (the
+            # plan's cluster read comes from its watch-fed cache: no list to hang there)
+            return 20.0 if path.endswith("/configmaps/asg-reconciler-status") else None
 
         world.kube.fault = hang
         red = wait_for(lambda: (lambda r: r if r[0] == 503 else None)(run.get("/healthz")), 15, "red")

@@ -3,9 +3,10 @@
 The stages run end to end against the fake API server (reconciler/demo/kube_api.py), which records every
 request: `plan` (it writes a scale-down proposal), `apply` (nothing approved yet), a person's `approve`
 (not a stage: not counted), `apply` again (drains and terminates the approved instance). What only the
-`run` loop does (the pod watch, leader election, Events, the status ConfigMap) is driven here with the
-very classes `run` uses, against the same server. Each request is mapped to what the API server's RBAC
-authorizer checks (verb, API group, resource[/subresource], namespace, name), and the test fails
+`run` loop does (the plan stage's watch-fed cache, leader election, Events, the status ConfigMap) is
+driven here with the very classes `run` uses, against the same server. Each request is mapped to
+what the API server's RBAC authorizer checks (verb, API group, resource[/subresource], namespace,
+name), and the test fails
 
 - when a call is not granted by the Roles and ClusterRoles bound to the stage's ServiceAccount in the
   rendered overlay (it would be a 403 in a real cluster), and
@@ -26,11 +27,12 @@ import yaml
 
 from reconciler.config import KubernetesConfig, load_config
 from reconciler.demo.kube_api import FakeKubeAPI, RecordedRequest
+from reconciler.kube.cache import KINDS as CACHE_KINDS
+from reconciler.kube.cache import ClusterCache
 from reconciler.kube.client import api_client
 from reconciler.kube.events import EventRecorder
 from reconciler.kube.leader import LeaderElector
 from reconciler.kube.status_configmap import StatusConfigMap
-from reconciler.kube.watch import UnschedulableWatch
 from reconciler.telemetry.events import (
     NODE,
     NORMAL,
@@ -210,13 +212,24 @@ def run_loop_pieces(world: World, recorder: Recorder, stage: str, events: list[E
     api = api_client(settings)
     lease = f"asg-reconciler-{stage}-leader-{config.cluster}"
     try:
-        if stage == "plan":  # the pod watch: list, then watch from the list's resourceVersion
-            watch = UnschedulableWatch(api, lambda _: None, request_timeout=5, watch_timeout=1)
-            watch.start()
+        if stage == "plan":  # the watch-fed cache: every kind listed, then watched from there
+            cache = ClusterCache(
+                api,
+                autoscaler_names=(config.kubernetes.autoscaler_lease, config.kubernetes.autoscaler_status),
+                request_timeout=5,
+                watch_timeout=1,
+            )
+            cache.start()
             try:
-                until(lambda: any(r.query.get("watch") for r in list(world.kube.requests)), "the pod watch")
+                assert cache.wait_synced(10)
+                until(
+                    lambda: (
+                        sum(1 for r in list(world.kube.requests) if r.query.get("watch")) >= len(CACHE_KINDS)
+                    ),
+                    "a watch on every kind",
+                )
             finally:
-                watch.stop()
+                cache.stop()
         # leader election: the leader creates and renews its Lease; a standby reads it; the leader
         # releases it when stopped
         leader = LeaderElector(
@@ -292,7 +305,7 @@ ACCOUNTS: dict[str, dict[str, tuple[str, ...]]] = {
     "all-in-one": {"asg-reconciler-plan": ("plan", "apply")},
     "cronjob": {"asg-reconciler-plan": ("plan-once",)},
 }
-# Calls the code makes that the scenario above does not reach; each says why. (The run loop's watch,
+# Calls the code makes that the scenario above does not reach; each says why. (The run loop's cache,
 # leader election, Events and status ConfigMap are driven above, so they are measured, not listed.)
 NOT_REACHED: dict[str, set[Call]] = {
     "apply": {

@@ -112,6 +112,18 @@ def test_readyz_waits_for_every_stage(server: TelemetryServer, health: Health) -
     assert get(server, "/readyz")[:1] == (200,)
 
 
+def test_readyz_also_waits_for_what_the_loop_names(clock: FakeClock) -> None:
+    waiting = ["the cluster cache's first list of Pods (HTTP 500 Internal Server Error)"]
+    health = Health(["plan"], lambda stage: 30.0, clock, waiting=lambda: waiting[0])
+    health.ready("plan")
+    assert health.is_ready() == (
+        False,
+        "not ready: waiting for the cluster cache's first list of Pods (HTTP 500 Internal Server Error)",
+    )
+    waiting[0] = ""
+    assert health.is_ready() == (True, "ok")
+
+
 def test_unknown_path(server: TelemetryServer) -> None:
     assert get(server, "/nope")[0] == 404
 

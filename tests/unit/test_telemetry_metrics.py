@@ -359,3 +359,25 @@ def test_every_metric_is_in_docs_metrics_md() -> None:
         assert f"`{name}`" in documented, f"{name} is missing from docs/metrics.md"
     for kind in (*ERROR_KINDS, *REFUSAL_KINDS):
         assert f"`{kind}`" in documented, f"{kind} is missing from docs/metrics.md"
+
+
+def test_the_cluster_caches_health_is_scraped_per_kind() -> None:
+    from reconciler.kube.cache import KindHealth
+
+    health = [
+        KindHealth("Pod", True, 150_000, 1_800_000_000.0, {"expired": 2, "resync": 5}, ""),
+        KindHealth("Namespace", False, 0, None, {}, "HTTP 500 Internal Server Error"),
+    ]
+    metrics = Metrics()
+    metrics.cluster_cache(lambda: health)
+    samples = scrape(metrics)
+    assert value(samples, "asg_reconciler_cache_synced", kind="Pod") == 1
+    assert value(samples, "asg_reconciler_cache_synced", kind="Namespace") == 0
+    assert value(samples, "asg_reconciler_cache_objects", kind="Pod") == 150_000
+    assert value(samples, "asg_reconciler_cache_last_event_timestamp_seconds", kind="Pod") == 1_800_000_000.0
+    assert value(samples, "asg_reconciler_cache_last_event_timestamp_seconds", kind="Namespace") == 0
+    assert value(samples, "asg_reconciler_cache_relists_total", kind="Pod", reason="expired") == 2
+    assert value(samples, "asg_reconciler_cache_relists_total", kind="Pod", reason="resync") == 5
+    assert value(samples, "asg_reconciler_cache_relists_total", kind="Namespace", reason="error") == 0
+    health[1] = KindHealth("Namespace", True, 12, 1_800_000_001.0, {"error": 1}, "")  # read at each scrape
+    assert value(scrape(metrics), "asg_reconciler_cache_relists_total", kind="Namespace", reason="error") == 1

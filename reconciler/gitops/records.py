@@ -49,6 +49,7 @@ __all__ = [
     "DEFAULT_APPLIER",
     "FORMAT_VERSION",
     "NOTES_REF",
+    "OBSERVATIONS_PER_COMMIT",
     "PHASES",
     "ApplyRecord",
     "GroupRecord",
@@ -61,6 +62,7 @@ __all__ = [
     "decode_note",
     "encode_note",
     "history_entries",
+    "is_change",
     "last_applied",
     "last_scale_up",
     "merge_note",
@@ -72,6 +74,8 @@ __all__ = [
     "signed_object",
     "stored_records",
     "trust_records",
+    "what_is_new",
+    "worth_writing",
 ]
 
 FORMAT_VERSION = 1
@@ -548,6 +552,75 @@ def history_entries(log_record: LogRecord, *, verifier: Verifier | None = None) 
                 )
             )
     return entries
+
+
+# ------------------------------------------------------------------- when to write (pure)
+
+# Records of one commit that change nothing (a refusal, a failure, drift seen, a removal waiting)
+# written at most: a condition flapping for days must not grow a note without bound. Records of
+# changes are always written (docs/gitops.md "When apply writes a record").
+OBSERVATIONS_PER_COMMIT = 20
+_CHANGES = ("scale-up", "scale-down")
+# What moves in a standing refusal's words while it stands: durations ("approved 25h ago", "for 14m",
+# "opens ... in 3h") and percentages ("utilisation 62%"). Not a new refusal.
+_MOVING = re.compile(r"(?<![\w.-])[0-9]+(?:\.[0-9]+)?(?:%|(?:ms|[smhdw])(?:[0-9]+(?:ms|[smhdw]))*(?!\w))")
+
+
+def is_change(record: ApplyRecord) -> bool:
+    """Whether the run changed AWS (a raise, a termination) or what main is to say (an adoption)."""
+    return any(g.action in _CHANGES or g.terminated or g.adopted for g in record.groups)
+
+
+def what_is_new(record: ApplyRecord, latest: ApplyRecord | None) -> str:
+    """Why `record` (a run's result, not written yet) says something the newest trusted record
+    `latest` does not; "" when it says nothing new: the same commit, the same completeness, each
+    group at the same desired, adopted or not, with the same refusal or failure (its durations and
+    percentages aside). The quiet run after a change is not news; drift is (it is measured against
+    the last record, so the run after it sees none)."""
+    if latest is None:
+        return "the first record"
+    if latest.phase != "done":
+        return "the last record is an intent: this is its result"
+    if record.commit != latest.commit:
+        return f"a new commit, {record.commit[:12]}"
+    if record.cluster != latest.cluster:
+        return "another cluster's record"
+    if record.complete != latest.complete:
+        return "complete now" if record.complete else "not complete now"
+    now = {g.name: g for g in record.groups}
+    before = {g.name: g for g in latest.groups}
+    if now.keys() != before.keys():
+        return "other groups"
+    for name, group in now.items():
+        last = before[name]
+        if group.action in _CHANGES or group.terminated:
+            return f"{name}: {group.action}"
+        if (group.desired_after, group.adopted) != (last.desired_after, last.adopted):
+            return f"{name}: desired {last.desired_after} -> {group.desired_after}"
+        if group.action == "none" and last.action in (*_CHANGES, "none"):
+            continue  # its notes are events (drift seen, a raise capped), said once
+        if group.action != last.action or _steady(group.detail) != _steady(last.detail):
+            return f"{name}: {group.action}: {group.detail}"
+    return ""
+
+
+def worth_writing(
+    record: ApplyRecord, latest: ApplyRecord | None, *, on_commit: int, acted: bool = False
+) -> str:
+    """Why to write `record` ("" to skip it): news (`what_is_new`) that is a change, or that the
+    run `acted` outside its groups (it recorded an intent, gave a node back, was interrupted), or an
+    observation while the note on its commit holds fewer than OBSERVATIONS_PER_COMMIT records
+    (`on_commit`, apply's own)."""
+    why = what_is_new(record, latest)
+    if acted:
+        return why or "the run changed the cluster"
+    if not why or is_change(record) or on_commit < OBSERVATIONS_PER_COMMIT:
+        return why
+    return ""
+
+
+def _steady(detail: str) -> str:
+    return _MOVING.sub("#", detail)
 
 
 # ---------------------------------------------------------------------------- trusted (pure)

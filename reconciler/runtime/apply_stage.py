@@ -53,12 +53,15 @@ from reconciler.gitops.plan_edits import committed_groups
 from reconciler.gitops.record_signing import Signer, load_signer, load_verifier
 from reconciler.gitops.records import (
     NOTES_REF,
+    OBSERVATIONS_PER_COMMIT,
     ApplyRecord,
     GroupRecord,
     TrustedRecords,
     append_record,
     read_trusted_records,
     record_digest,
+    what_is_new,
+    worth_writing,
 )
 from reconciler.gitops.repo import REMOTE, WorkingCopy
 from reconciler.kube.client import api_client
@@ -350,8 +353,10 @@ def _apply(
         # Interrupted in the middle of a termination: its intent stays open, so the next run learns
         # from AWS whether it went (a result recorded now would have to guess).
         return ApplyRun(report, recorded=False)
-    recorder.done(report)
-    return ApplyRun(report, recorded=True)
+    # No idle writes: a run that changed nothing and found nothing new leaves the last record as the
+    # word on what is applied (docs/gitops.md "When apply writes a record").
+    on_commit = sum(1 for r in trust.records if r.commit == target)
+    return ApplyRun(report, recorded=recorder.done(report, trust.latest, on_commit=on_commit))
 
 
 def _guard(lease: ApplyLease, switch: Switch, group: str, progress: Callable[[], None]) -> None:
@@ -433,6 +438,7 @@ class _Recorder:
         self.previous = previous
         self.confirm = confirm
         self.run = secrets.token_hex(8)
+        self.intents = 0  # intent records this run wrote: its result must follow them
         self._lock = threading.Lock()
 
     def intent(self, group: str, instance: str, before: int, after: int) -> None:
@@ -457,7 +463,9 @@ class _Recorder:
             )
         )
 
-    def done(self, report: ApplyReport) -> None:
+    def done(self, report: ApplyReport, latest: ApplyRecord | None, *, on_commit: int) -> bool:
+        """The run's result, when it is worth a record against `latest` (the newest trusted one;
+        `on_commit`: apply's records on the target commit); True when written."""
         groups = tuple(
             GroupRecord(
                 name=g.name,
@@ -476,22 +484,39 @@ class _Recorder:
             and not report.stuck
             and not report.interrupted
         )
-        self._append(
-            ApplyRecord(
-                commit=report.commit,
-                applied_at=_stamp(),
-                complete=complete,
-                groups=groups,
-                cluster=self.cluster,
-                run=self.run,
-            )
+        record = ApplyRecord(
+            commit=report.commit,
+            applied_at=_stamp(),
+            complete=complete,
+            groups=groups,
+            cluster=self.cluster,
+            run=self.run,
         )
+        acted = self.intents > 0 or bool(report.given_back) or report.interrupted
+        why = worth_writing(record, latest, on_commit=on_commit, acted=acted)
+        if not why:
+            if what_is_new(record, latest):
+                _log.info(
+                    "apply: not recorded: the note on %s already holds %d records of this kind "
+                    "(at most %d per commit; the status ConfigMap, events and metrics still say it)",
+                    record.commit[:12],
+                    on_commit,
+                    OBSERVATIONS_PER_COMMIT,
+                )
+            else:
+                _log.debug("apply: nothing new since the last record: none written")
+            return False
+        _log.debug("apply: recording the run: %s", why)
+        self._append(record)
+        return True
 
     def _append(self, record: ApplyRecord) -> None:
         with self._lock:
             record = replace(record, previous=self.previous)
             self.confirm()
             append_record(self.copy, record, signer=self.signer)
+            if record.phase == "intent":
+                self.intents += 1
             self.previous = record_digest(record, copy=self.copy)
             if self.lease is not None:
                 self.lease.set_anchor(self.previous)

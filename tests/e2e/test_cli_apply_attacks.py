@@ -321,7 +321,7 @@ def test_a_crash_after_terminating_is_recognised_as_our_own_work(
     approved(world, capsys)
     from reconciler.runtime import apply_stage
 
-    def crash(self: Any, report: Any) -> None:
+    def crash(self: Any, report: Any, *args: Any, **kwargs: Any) -> None:
         raise KeyboardInterrupt  # SIGKILL-like: the result is never recorded
 
     real_done = apply_stage._Recorder.done

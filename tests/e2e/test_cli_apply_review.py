@@ -341,7 +341,12 @@ def test_notes_rewound_to_an_older_signed_state(world: World, capsys: pytest.Cap
     old = git("rev-parse", NOTES, cwd=world.remote).strip()
     world.kube.delete_object("Pod", "shop", "web-b2")
     assert world.cli(capsys, "plan").code == 0
+    # a new commit on main, so the next apply has something new to record (an idle one records
+    # nothing, and a rewind to the record before nothing is no rewind)
+    manifest = git("show", f"main:{MAIN_PATH}", cwd=world.remote)
+    BOB.commit(world.remote, "main", {MAIN_PATH: manifest + "# reviewed\n"}, "a comment")
     assert world.cli(capsys, "apply").code == 0
+    assert git("rev-parse", NOTES, cwd=world.remote).strip() != old  # a newer signed record
     assert world.cli(capsys, "approve", "scale-down").code == 0
     git("update-ref", NOTES, old, cwd=world.remote)  # the bot rewinds the notes ref
     result = world.cli(capsys, "apply")

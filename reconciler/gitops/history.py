@@ -50,7 +50,7 @@ class Entry(NamedTuple):
     time: datetime  # when it landed on the branch (the merge, for a merged proposal)
     before: int | None
     after: int | None
-    direction: str  # up | down | none
+    direction: str  # up | down | none | restore (a desired lowered by hand put back: not a scale-up)
     reason: str
     commit: str
     author: str
@@ -329,8 +329,11 @@ def _entries(
             continue
         if before is None or after is None:
             direction = "down"  # instances named for removal without a size change trailer
+        elif after > before:
+            # a desired lowered by hand on main without names, put back (Capacity-Restore): no scale-up
+            direction = "restore" if group in found.restores else "up"
         else:
-            direction = "up" if after > before else "down" if after < before else "none"
+            direction = "down" if after < before else "none"
         entries.append(
             Entry(
                 KIND_CHANGE,

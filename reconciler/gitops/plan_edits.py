@@ -49,6 +49,7 @@ class Edited:
     text: str
     message: str
     changes: tuple[Change, ...]
+    restores: tuple[Change, ...] = ()  # desired lowered by hand on main without names, put back
 
 
 def main_edits(plan: Plan, text: str | None, label: str) -> Edited | None:
@@ -59,6 +60,7 @@ def main_edits(plan: Plan, text: str | None, label: str) -> Edited | None:
     changes: list[Change] = []
     reasons: list[Reason] = []
     added: list[str] = []
+    restores: list[Change] = []
     for group in plan.groups:
         entry = before.group(group.name)
         proposed = new_removals(group, entry)
@@ -89,21 +91,38 @@ def main_edits(plan: Plan, text: str | None, label: str) -> Edited | None:
                 reasons.append(Reason(group.name, "; ".join(group.reasons)))
             elif entry.target > target:
                 reasons.append(Reason(group.name, f"{len(gone)} approved removal(s) applied"))
-            else:
-                reasons.append(
-                    Reason(group.name, "desired lowered by hand without naming instances: restored")
-                )
+            else:  # rule 2: a decrease is named instances; the plan proposes them, if any may go
+                restores.append(changes[-1])
+                reasons.append(Reason(group.name, f"{RESTORED}: restored"))
     if not editor.changed:
         return None
     if added:
         reasons.append(Reason("", f"new group(s) at their current size: {', '.join(added)}"))
     if not reasons:
         reasons.append(Reason("", "mirror of the ASGs' min/max sizes updated"))
-    summary = summarize(changes) if changes else _bookkeeping_summary(added)
+    restored = tuple(c.group for c in restores)
+    summary = summarize(changes, restores=restored) if changes else _bookkeeping_summary(added)
     message = CapacityMessage(
-        cluster=plan.cluster, summary=summary, changes=tuple(changes), reasons=tuple(reasons)
+        cluster=plan.cluster,
+        summary=summary,
+        changes=tuple(changes),
+        reasons=tuple(reasons),
+        restores=restored,
     )
-    return Edited(editor.render(), build_message(message), tuple(changes))
+    return Edited(editor.render(), build_message(message), tuple(changes), tuple(restores))
+
+
+RESTORED = "desired lowered by hand without naming instances"
+
+
+def restore_note(change: Change, branch: str) -> str:
+    """What `plan` says when it puts back a desired lowered by hand: nothing changes in AWS (its
+    table says "no change"), main gets its number back, and why."""
+    return (
+        f"restored {change.group} {change.before} -> {change.after} on {branch}: {RESTORED} (a decrease "
+        "is only ever named instances, and apply never lowers desired by a number; the plan proposes "
+        "the instances to remove when some may go)"
+    )
 
 
 def _bookkeeping_summary(added: list[str]) -> str:

@@ -16,10 +16,10 @@ from reconciler.config import Config
 from reconciler.errors import OperationError
 from reconciler.gitops.forge import Forge, PullRequest, open_or_update
 from reconciler.gitops.manifest_edit import ManifestEditor
-from reconciler.gitops.plan_edits import listed_removals, main_edits, proposal_draft
+from reconciler.gitops.plan_edits import listed_removals, main_edits, proposal_draft, restore_note
 from reconciler.gitops.repo import PushRejected, Update, WorkingCopy
 from reconciler.gitops.state import State, save_state
-from reconciler.gitops.trailers import CapacityMessage, Reason, build_message
+from reconciler.gitops.trailers import CapacityMessage, Change, Reason, build_message
 from reconciler.markdown import BODY_BUDGET, GITHUB_BODY_LIMIT, Part, fenced, fit, inline
 from reconciler.planning.types import Plan
 
@@ -59,11 +59,13 @@ def publish(
     main moved under us."""
     path, branch = config.manifest_path, config.git.branch
     latest = {"plan": plan}
+    restored: list[Change] = []
 
     def change(current: str | None) -> Update | None:
         chosen = plan if current == planned_on else replan(current)
         latest["plan"] = chosen
         edited = main_edits(chosen, current, f"{branch}:{path}")
+        restored[:] = edited.restores if edited is not None else ()
         return None if edited is None else Update(edited.text, edited.message)
 
     notes: list[str] = []
@@ -76,6 +78,7 @@ def publish(
     main_text = copy.read_file(path, branch)
     if main_commit:
         notes.append(f"committed {main_commit[:12]} to {branch}")
+        notes += [restore_note(c, branch) for c in restored]
     proposal = _publish_proposal(plan, main_text, copy, forge, config, notes)
     state_commit = save_state(copy, config.cluster, _state(plan))
     if state_commit:

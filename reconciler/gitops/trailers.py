@@ -9,6 +9,7 @@ with one `git log`, without parsing a YAML file per commit:
     Capacity-Source: external               adopted drift; absent when the planner decided
     Capacity-Remove: asg-b i-0abc...        one per instance a scale-down names
     Capacity-Proposal: <id>                 the scale-down proposal the commit belongs to
+    Capacity-Restore: asg-a                 a desired lowered by hand without names, put back
 
 `parse_message(build_message(m)) == m` for every valid `m`; free text is folded to one line.
 """
@@ -26,7 +27,8 @@ REASON = "Capacity-Reason"
 SOURCE = "Capacity-Source"
 REMOVE = "Capacity-Remove"
 PROPOSAL = "Capacity-Proposal"
-KEYS = (CLUSTER, CHANGE, REASON, SOURCE, REMOVE, PROPOSAL)
+RESTORE = "Capacity-Restore"
+KEYS = (CLUSTER, CHANGE, REASON, SOURCE, REMOVE, PROPOSAL, RESTORE)
 
 SOURCE_EXTERNAL = "external"  # a change made outside the tool (drift) and adopted into Git
 
@@ -79,6 +81,9 @@ class CapacityMessage:
     removals: tuple[InstanceRemoval, ...] = ()
     proposal: str = ""
     body: str = ""  # free text between the subject and the trailers
+    # groups whose change puts back a desired lowered by hand on main without naming instances
+    # (DESIGN §3 rule 2): a restore, not a scale-up (history shows it so)
+    restores: tuple[str, ...] = ()
 
     def reason_for(self, group: str) -> str:
         """The group's own reasons, else the commit's general ones, joined with '; '."""
@@ -94,15 +99,16 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def summarize(changes: Sequence[Change], limit: int = 72) -> str:
-    """A subject summary such as `scale up asg-a 3 -> 5, scale down asg-b 4 -> 2`, kept short."""
+def summarize(changes: Sequence[Change], limit: int = 72, restores: Sequence[str] = ()) -> str:
+    """A subject summary such as `scale up asg-a 3 -> 5, scale down asg-b 4 -> 2`, kept short; the
+    changes of `restores` (groups) read `restore asg-c 1 -> 2`."""
     if not changes:
         return "no capacity change"
     parts = []
-    for direction in ("up", "down", "none"):
-        chosen = [c for c in changes if c.direction == direction]
+    for direction in ("up", "restore", "down", "none"):
+        chosen = [c for c in changes if _direction(c, restores) == direction]
         if chosen:
-            verb = {"up": "scale up", "down": "scale down", "none": "update"}[direction]
+            verb = {"up": "scale up", "restore": "restore", "down": "scale down", "none": "update"}[direction]
             parts.append(f"{verb} " + ", ".join(str(c) for c in chosen))
     text = "; ".join(parts)
     if len(text) <= limit:
@@ -111,6 +117,10 @@ def summarize(changes: Sequence[Change], limit: int = 72) -> str:
     down = sum(c.before - c.after for c in changes if c.direction == "down")
     counts = [f"+{up}" if up else "", f"-{down}" if down else ""]
     return f"{len(changes)} groups ({', '.join(c for c in counts if c) or 'no size change'})"
+
+
+def _direction(change: Change, restores: Sequence[str]) -> str:
+    return "restore" if change.group in restores and change.direction == "up" else change.direction
 
 
 def build_message(message: CapacityMessage) -> str:
@@ -124,6 +134,7 @@ def build_message(message: CapacityMessage) -> str:
     lines += [f"{REMOVE}: {r}" for r in message.removals]
     if message.proposal:
         lines.append(f"{PROPOSAL}: {message.proposal}")
+    lines += [f"{RESTORE}: {group}" for group in message.restores]
     subject = f"capacity({message.cluster}): {message.summary}"
     paragraphs = [subject] + ([message.body] if message.body else []) + ["\n".join(lines)]
     return "\n\n".join(paragraphs) + "\n"
@@ -148,6 +159,7 @@ def parse_message(text: str) -> CapacityMessage | None:
         removals=tuple(InstanceRemoval(*r) for r in scanned.removals),
         proposal=scanned.proposal,
         body=body,
+        restores=scanned.restores,
     )
 
 
@@ -172,6 +184,7 @@ class Scanned(NamedTuple):
     source: str
     removals: tuple[tuple[str, str], ...]  # (group, instance id)
     proposal: str
+    restores: tuple[str, ...] = ()  # groups whose change restores a desired lowered by hand
 
 
 _KIND = {
@@ -181,8 +194,11 @@ _KIND = {
     "Remove": "rem",
     "Source": "sou",
     "Proposal": "pro",
+    "Restore": "res",
 }
-_OURS = re.compile(r"^capacity-(cluster|change|reason|source|remove|proposal)[ \t]*:[ \t]*(.*)", re.I | re.M)
+_OURS = re.compile(
+    r"^capacity-(cluster|change|reason|source|remove|proposal|restore)[ \t]*:[ \t]*(.*)", re.I | re.M
+)
 
 
 def last_paragraph(text: str) -> str | None:
@@ -210,6 +226,7 @@ def scan_trailers(paragraph: str) -> Scanned | None:
     changes: list[tuple[str, int, int]] = []
     reasons: list[str] = []
     removals: list[tuple[str, str]] = []
+    restores: list[str] = []
     for key, raw in _OURS.findall(paragraph):
         value = raw.rstrip()
         kind = _KIND.get(key) or key[:3].lower()
@@ -228,6 +245,9 @@ def scan_trailers(paragraph: str) -> Scanned | None:
                 removals.append((match[1], match[2]))
         elif kind == "sou":
             source = value
+        elif kind == "res":
+            if _TOKEN.match(value):
+                restores.append(value)
         else:
             proposal = value
     if not cluster:
@@ -237,7 +257,7 @@ def scan_trailers(paragraph: str) -> Scanned | None:
         groups = {c[0] for c in changes}
         groups.update(r[0] for r in removals)
         found_reasons = tuple([_reason(v, groups) for v in reasons])
-    return Scanned(cluster, tuple(changes), found_reasons, source, tuple(removals), proposal)
+    return Scanned(cluster, tuple(changes), found_reasons, source, tuple(removals), proposal, tuple(restores))
 
 
 def _unfold(paragraph: str) -> str:
@@ -278,6 +298,10 @@ def _check(message: CapacityMessage) -> None:
     for removal in message.removals:
         if not _TOKEN.match(removal.group) or not _TOKEN.match(removal.instance_id):
             raise ValueError(f"removal {removal} needs a one-word group and instance id")
+    raised = {c.group for c in message.changes if c.direction == "up"}
+    for group in message.restores:
+        if group not in raised or message.restores.count(group) > 1:
+            raise ValueError(f"restore of {group!r} needs one change of that group that raises it")
     for reason in message.reasons:
         if reason.text != one_line(reason.text) or not reason.text:
             raise ValueError(f"reason {reason.text!r} must be one non-empty line (use one_line())")

@@ -114,6 +114,12 @@ def create_groups() -> dict[str, list[tuple[str, str]]]:
         )
         # What we recommend for every group we manage: AWS must not pick instances to kill.
         autoscaling.suspend_processes(AutoScalingGroupName=group.name, ScalingProcesses=["AZRebalance"])
+    return group_instances()
+
+
+def group_instances() -> dict[str, list[tuple[str, str]]]:
+    """Each demo group's instances now, as (instance id, zone), sorted."""
+    autoscaling: Any = boto3.session.Session(region_name=REGION).client("autoscaling")
     described = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[g.name for g in GROUPS])
     return {
         asg["AutoScalingGroupName"]: sorted(

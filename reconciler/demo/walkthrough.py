@@ -25,7 +25,7 @@ from typing import Any
 from ruamel.yaml import YAML
 
 from reconciler.demo.kube_api import FakeKubeAPI
-from reconciler.demo.mock_aws import REGION, create_groups, mock_aws
+from reconciler.demo.mock_aws import REGION, create_groups, group_instances, mock_aws
 from reconciler.errors import UserError
 
 Echo = Callable[[str], None]
@@ -55,6 +55,39 @@ def _write(path: Path, items: Sequence[dict[str, Any]]) -> Path:
     with path.open("w") as handle:
         yaml.dump({"apiVersion": "v1", "kind": "List", "items": list(items)}, handle)
     return path
+
+
+def _settled(kube: FakeKubeAPI, instances: dict[str, list[tuple[str, str]]]) -> list[dict[str, Any]]:
+    """The cluster the walkthrough leaves, an hour later: the instances its scale-up launched are
+    up (a Node like the others of their group, no pods on it: idle) and the batch jobs are done
+    (their pods gone). Planned on (`plan --dry-run --snapshot quiet.yaml`), it shows the scale-down
+    that follows a scale-up. A group with no node to copy (the GPU group) keeps its instance
+    unregistered."""
+    nodes = kube.objects("Node")
+    by_instance = {n["spec"]["providerID"].rsplit("/", 1)[-1]: n for n in nodes}
+    added: list[dict[str, Any]] = []
+    for _group, launched in sorted(instances.items()):
+        model = next((by_instance[i] for i, _ in launched if i in by_instance), None)
+        if model is None:
+            continue
+        for instance, zone in launched:
+            if instance in by_instance:
+                continue
+            meta = {k: v for k, v in model["metadata"].items() if k not in ("uid", "resourceVersion")}
+            meta["name"] = f"ip-10-0-9-{len(added) + 1}.ec2.internal"
+            added.append(
+                {
+                    **model,
+                    "metadata": meta,
+                    "spec": {**model["spec"], "providerID": f"aws:///{zone}/{instance}"},
+                }
+            )
+    pods = [
+        p
+        for p in kube.objects("Pod")
+        if not any(o.get("kind") == "Job" for o in p["metadata"].get("ownerReferences") or [])
+    ]
+    return [*kube.objects("Namespace"), *nodes, *added, *kube.objects("DaemonSet"), *pods]
 
 
 def _git(*args: str, cwd: Path) -> str:
@@ -207,6 +240,11 @@ def _hand_over(echo: Echo, workdir: Path, endpoint: str) -> None:
     if reviewer.exists():
         echo(f"GIT_CONFIG_GLOBAL={reviewer} asg-reconciler approve scale-down --config {config}")
     echo(f"asg-reconciler history --config {config}")
+    quiet = workdir / "quiet.yaml"
+    echo(
+        f"asg-reconciler plan --dry-run --snapshot {quiet} --config {config}   "
+        "# an hour later: jobs done, new nodes idle: a scale-down"
+    )
     echo(f"asg-reconciler run --config {config}   # the loop: plans as pods go pending (Ctrl-C stops it)")
     echo(f"git -C {workdir / 'capacity.git'} log --oneline --all")
 
@@ -283,5 +321,6 @@ def run_demo(
         demo.say("7. The audit trail: the plan's commits and apply's records, from one git log")
         demo.run("history", *args)
         if keep is not None:
+            _write(workdir / "quiet.yaml", _settled(kube, group_instances()))
             _hand_over(echo, workdir, endpoint)
             wait()

@@ -75,6 +75,19 @@ def test_demo_keep_leaves_a_world_to_play_with(tmp_path: Path) -> None:
         )
         assert status.returncode == 0, status.stderr
         assert "demo-general" in status.stdout and "MANIFEST" in status.stdout  # AWS and Git both read
+        # docs/development.md: after the walkthrough, quiet.yaml (its jobs done, the new nodes idle)
+        # shows a scale-down
+        plan = ["plan", "--dry-run", "--config", str(keep / "asg-reconciler.yaml")]
+        quiet = subprocess.run(
+            [sys.executable, "-m", "reconciler", *plan, "--snapshot", str(keep / "quiet.yaml")],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert quiet.returncode == 0, quiet.stderr
+        assert "~ demo-general  3 -> 1" in quiet.stdout, quiet.stdout
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=30) == 130  # Ctrl-C ends it as it ends any command
         assert (keep / "capacity.git").is_dir() and (keep / "busy.yaml").is_file()

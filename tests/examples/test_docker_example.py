@@ -30,7 +30,7 @@ DOCKER = ROOT / "examples" / "docker"
 DOCKERFILE = DOCKER / "Dockerfile"
 DIGEST = re.compile(r"python:3\.11-slim@sha256:[0-9a-f]{64}")
 # What the builder stage COPYs into its context; the wheel is built from these and nothing else.
-BUILD_INPUTS = ("pyproject.toml", "README.md", "reconciler")
+BUILD_INPUTS = ("pyproject.toml", "README.md", "reconciler", "schemas")
 OCI_LABELS = ("source", "title", "description", "licenses", "version")
 
 
@@ -156,7 +156,9 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     source.mkdir()
     for name in BUILD_INPUTS:
         if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            # symlinks kept as links, as Docker's COPY keeps them (reconciler/schemas -> ../schemas)
+            skip = shutil.ignore_patterns("__pycache__", "*.pyc")
+            shutil.copytree(ROOT / name, source / name, symlinks=True, ignore=skip)
         else:
             shutil.copy2(ROOT / name, source / name)
     out = tmp / "wheels"

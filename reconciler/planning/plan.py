@@ -28,7 +28,7 @@ from reconciler.planning.existing import existing_node
 from reconciler.planning.placement import NodePool
 from reconciler.planning.predicates import PredicateContext, pvc_zones, unmodelled
 from reconciler.planning.scale_down import plan_scale_down
-from reconciler.planning.scale_up import Candidate, Limits, plan_scale_up
+from reconciler.planning.scale_up import Candidate, Limits, counted, plan_scale_up
 from reconciler.planning.simnode import SimNode
 from reconciler.planning.topology import Topology
 from reconciler.planning.types import (
@@ -416,8 +416,8 @@ def _totals(nodes: Iterable[Node], groups: Iterable[_Group]) -> tuple[int, int, 
         template = g.inventory.template
         if template is not None and g.upcoming:
             count += g.upcoming
-            cpu += template.capacity.get(CPU) * g.upcoming
-            memory += template.capacity.get(MEMORY) * g.upcoming
+            cpu += counted(template, CPU) * g.upcoming
+            memory += counted(template, MEMORY) * g.upcoming
     return count, cpu, memory
 
 

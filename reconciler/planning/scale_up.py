@@ -57,12 +57,14 @@ class Limits:
             None if not limits.memory_max_gb else limits.memory_max_gb * GIB - memory,
         )
 
-    def cap(self, node: SimNode) -> tuple[int | None, str]:
-        """How many nodes like `node` fit under the limits, and the limit that binds first."""
+    def cap(self, template: NodeTemplate) -> tuple[int | None, str]:
+        """How many nodes of `template` fit under the limits, and the limit that binds first. Counted
+        in node capacity, as the totals are (`counted`): allocatable is less (kube-reserved, the
+        eviction threshold), and dividing by it would let a plan grow past the limits."""
         caps: list[tuple[int, str]] = []
         if self.nodes is not None:
             caps.append((self.nodes, "limits.maxNodesTotal"))
-        cpu, memory = node.allocatable.get(CPU), node.allocatable.get(MEMORY)
+        cpu, memory = counted(template, CPU), counted(template, MEMORY)
         if self.cpu_milli is not None and cpu:
             caps.append((self.cpu_milli // cpu, "limits.cores"))
         if self.memory is not None and memory:
@@ -72,13 +74,19 @@ class Limits:
         count, name = min(caps)
         return max(count, 0), name
 
-    def book(self, node: SimNode, count: int) -> None:
+    def book(self, template: NodeTemplate, count: int) -> None:
         if self.nodes is not None:
             self.nodes -= count
         if self.cpu_milli is not None:
-            self.cpu_milli -= node.allocatable.get(CPU) * count
+            self.cpu_milli -= counted(template, CPU) * count
         if self.memory is not None:
-            self.memory -= node.allocatable.get(MEMORY) * count
+            self.memory -= counted(template, MEMORY) * count
+
+
+def counted(template: NodeTemplate, resource: str) -> int:
+    """What one node of `template` counts against `limits`: its capacity of `resource` (as
+    cluster-autoscaler's resource manager counts a node), its allocatable when capacity is unknown."""
+    return template.capacity.get(resource) or template.allocatable.get(resource)
 
 
 @dataclass(frozen=True)
@@ -134,7 +142,7 @@ def plan_scale_up(
             if candidate.blocked or candidate.base is None or candidate.template is None:
                 continue
             room = candidate.room - candidate.added
-            limit_cap, limit_name = limits.cap(candidate.base)
+            limit_cap, limit_name = limits.cap(candidate.template)
             if limit_cap is not None and limit_cap < room:
                 room = limit_cap
                 if room <= 0:
@@ -187,13 +195,14 @@ def plan_scale_up(
                 node = _moved_to(node, owner)
             node.group = owner.name
             owner.added += 1
+            assert owner.template is not None  # a group without one has no base and is never chosen
+            limits.book(owner.template, 1)
             pool.add_node(node)
             new_names.add(node.name)
             for pod in node.pods:
                 if not (pod.is_daemonset or pod.is_mirror):  # the new node's own pods
                     helped[pod.key] = owner.name
                     placements.append((pod, node.name))
-        limits.book(chosen.nodes[0], chosen.node_count)
         placed = {id(p) for p in chosen.placed}
         remaining = [p for p in remaining if id(p) not in placed]
         # Pods held back by a domain-wide constraint may fit now that these nodes count (the

@@ -19,6 +19,7 @@ from reconciler.model import CPU, MEMORY, PODS, Pod
 from reconciler.planning.equivalence import Classifier, ClassKey
 from reconciler.planning.freeindex import ANY, FreeIndex
 from reconciler.planning.predicates import NO_CONTEXT, PredicateContext, fits_besides_resources
+from reconciler.planning.selectors import IN, NODE_NAME_FIELD
 from reconciler.planning.simnode import SimNode
 
 _NONE: list[int] = []
@@ -347,7 +348,9 @@ class NodePool:
         self._lasting = topology is not None and topology.lasting(pod)
         self._domain_refused = False
         selector = pod.scheduling.node_selector
-        candidates = self._labelled(selector) if selector else None
+        candidates = self._pinned(pod)
+        if candidates is None and selector:
+            candidates = self._labelled(selector)
         if candidates is not None:
             found, cursor = self._scan_labelled(pod, demand, candidates, cursor, exclude)
         else:
@@ -397,6 +400,26 @@ class NodePool:
                     advancing = False  # refused for counts elsewhere, which may change
             elif advancing:
                 cursor = position
+
+    def _pinned(self, pod: Pod) -> list[int] | None:
+        """The nodes (indices, ascending) a pod pinned by name may go to (every term of its required
+        node affinity names nodes with `metadata.name In`, as the DaemonSet controller pins its pods),
+        or None when it is not pinned: walking the whole pool for each of a DaemonSet's pods is
+        nodes x nodes predicate checks. Every other node refuses it on its node affinity."""
+        terms = pod.scheduling.required_node_affinity
+        if not terms:
+            return None
+        names: set[str] = set()
+        for term in terms:
+            fields = [r for r in term.match_fields if r.key == NODE_NAME_FIELD and r.operator == IN]
+            if not fields:
+                return None
+            allowed = set(fields[0].values)
+            for other in fields[1:]:
+                allowed &= set(other.values)
+            names |= allowed
+        index = self._index
+        return sorted(index[name] for name in names if name in index)
 
     def _labelled(self, selector: tuple[tuple[str, str], ...]) -> list[int] | None:
         """The nodes (indices, ascending) carrying the selector's rarest label pair, or None when

@@ -28,6 +28,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from reconciler.documents import parse_yaml, plain
 from reconciler.errors import UserError
 from reconciler.kube.parse import ObjectReader, label_selector
+from reconciler.kube.workload_shape import shape_problem
 from reconciler.model import ClusterState, LabelSelector, OwnerRef, Pod
 
 DEPLOYMENT = "Deployment"
@@ -308,8 +309,12 @@ def _workload(raw: Any, source: Source, default_namespace: str) -> Workload | Sk
     if not isinstance(spec, dict):
         raise UserError(f"{label}: {kind} {name}: spec: missing")
     where = f"{label}: {kind} {name}"
+    whole = plain(raw)
+    problem = shape_problem(kind, whole)
+    if problem is not None:
+        raise UserError(f"{where}: {problem}")
     builder = _KINDS[kind]
-    workload = builder(plain(raw), plain(spec), where, label, namespace, name)
+    workload = builder(whole, whole["spec"], where, label, namespace, name)
     _probe(workload, where)
     return workload
 
@@ -353,15 +358,17 @@ def _template(spec: Mapping[str, Any], where: str, path: str = "spec.template") 
     return {"metadata": metadata if isinstance(metadata, dict) else {}, "spec": pod_spec}
 
 
-def _selector(spec: Mapping[str, Any], where: str) -> LabelSelector | None:
+def _selector(spec: Mapping[str, Any], where: str, plain_map: bool = False) -> LabelSelector | None:
+    """spec.selector; `plain_map`: a ReplicationController's, a map of labels (where `matchLabels`
+    would be a label key like any other)."""
     raw = spec.get("selector")
     if raw is None:
         return None
     if not isinstance(raw, dict):
         raise UserError(f"{where}: spec.selector: must be a mapping")
-    if "matchLabels" in raw or "matchExpressions" in raw:
+    if not plain_map and ("matchLabels" in raw or "matchExpressions" in raw):
         return label_selector(raw)
-    return label_selector({"matchLabels": raw})  # a ReplicationController's plain map
+    return label_selector({"matchLabels": raw})
 
 
 def _replicated(
@@ -390,7 +397,7 @@ def _replicated(
         name,
         replicas,
         _template(spec, where),
-        _selector(spec, where),
+        _selector(spec, where, plain_map=kind == REPLICATION_CONTROLLER),
         claims,
         first,
     )

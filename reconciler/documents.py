@@ -157,17 +157,40 @@ def yaml_loader(typ: str = "rt") -> YAML:
     return yaml
 
 
-def parse_yaml(text: str, label: str, loader: YAML | None = None) -> Any:
+def parse_yaml(text: str, label: str, loader: YAML | None = None, first_line: int = 0) -> Any:
     """One document from `text` (with `loader`, a `yaml_loader` the caller has configured); every
-    problem, a refused anchor or depth included, is one UserError line `label:line: ...`."""
+    problem, a refused anchor or depth included, is one UserError line `label:line: ...`.
+    `first_line`: the 0-based line of the file `text` starts on (a document of a `---` stream), so
+    that the lines in messages and in the round-trip document are the file's."""
     yaml = loader or yaml_loader()
     guarded = yaml.Scanner in (_GuardedScanner, _GuardedRoundTripScanner)
     if yaml.Composer is not _GuardedComposer or not guarded:
         raise TypeError("parse_yaml needs a loader made by yaml_loader()")
     try:
-        return yaml.load(text)
+        document = yaml.load(text)
     except YAMLError as exc:
-        raise _user_error(exc, label) from None
+        raise _user_error(exc, label, first_line) from None
+    if first_line:
+        _shift_lines(document, first_line)
+    return document
+
+
+def _shift_lines(node: Any, offset: int) -> None:
+    """Move every line a round-trip document records down by `offset` (iteratively: the depth is
+    bounded by MAX_DEPTH, the width is not)."""
+    pending = [node]
+    while pending:
+        item = pending.pop()
+        if not isinstance(item, CommentedMap | CommentedSeq):
+            continue
+        lc = item.lc
+        if lc.line is not None:
+            lc.line += offset
+        for place in lc.data.values():
+            for index in (0, 2):
+                if index < len(place) and place[index] is not None:
+                    place[index] += offset
+        pending.extend(item.values() if isinstance(item, CommentedMap) else item)
 
 
 def parse_yaml_all(text: str, label: str, typ: str = "safe") -> Iterator[Any]:
@@ -179,9 +202,9 @@ def parse_yaml_all(text: str, label: str, typ: str = "safe") -> Iterator[Any]:
         raise _user_error(exc, label) from None
 
 
-def _user_error(exc: YAMLError, label: str) -> UserError:
+def _user_error(exc: YAMLError, label: str, first_line: int = 0) -> UserError:
     mark = getattr(exc, "problem_mark", None)
-    line = f":{mark.line + 1}" if mark is not None else ""
+    line = f":{mark.line + 1 + first_line}" if mark is not None else ""
     if isinstance(exc, _Refused):
         return UserError(f"{label}{line}: {exc.problem}")
     problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]

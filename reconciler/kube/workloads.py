@@ -215,8 +215,8 @@ def _documents(path: Path) -> Iterator[tuple[Source, Any]]:
     for number, (offset, chunk) in enumerate(split_documents(text), start=1):
         if not chunk.strip():
             continue
-        # parsed where it stands in the file, so every line number (the parser's too) is the file's
-        document = parse_yaml("\n" * offset + chunk, str(path))
+        # every line number (the parser's too) is the file's: the document starts on line `offset`
+        document = parse_yaml(chunk, str(path), first_line=offset)
         if document is None:
             continue  # only comments
         yield Source(str(path), number, _line(document) or offset + 1), document

@@ -385,6 +385,9 @@ class ClusterState:
     pvs: tuple[PersistentVolume, ...] = ()
     pvcs: tuple[PersistentVolumeClaim, ...] = ()
     autoscaler: AutoscalerPresence | None = None
+    # Where cluster-autoscaler could not be looked for (a cluster-wide list by name was forbidden,
+    # so only kube-system was read): not "absent", and apply, a writer, refuses (apply/sync.py).
+    autoscaler_unchecked: tuple[str, ...] = ()
     read_at: datetime | None = None
     # Namespace name -> its labels, for affinity terms' namespaceSelector; None when not read (a
     # snapshot without Namespace objects): terms with a namespace selector are then unmodelled.

@@ -43,6 +43,12 @@ def apply(inputs: ApplyInputs, effects: Effects) -> ApplyReport:
             f"cluster-autoscaler is live on the cluster ({presence.source}, seen "
             f"{presence.last_seen.isoformat()}): two writers would fight over every group; stop it first"
         )
+    unchecked = inputs.inventory.state.autoscaler_unchecked
+    if unchecked:  # not seen in kube-system is not absent: it may run in a namespace of its own
+        raise RefusedError(
+            "cannot tell whether cluster-autoscaler is live, and two writers would fight over every "
+            f"group: {'; '.join(unchecked)}"
+        )
     committed = committed_groups(inputs.manifest)
     by_name = {g.name: g for g in inputs.inventory.groups}
     verdicts = approved_verdicts(inputs.config, inputs.now, inputs.inventory, committed)

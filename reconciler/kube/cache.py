@@ -676,11 +676,13 @@ class ClusterCache:
         else:
             namespaces = reflectors["Namespace"].store.by_name()
         evidence: dict[str, list[Raw]] = {}
+        unchecked: list[str] = []
         for kind in ("Lease", "ConfigMap"):
             reflector = reflectors[kind]
             if reflector.forbidden:  # the live read's fallback, each cycle: kube-system only
                 warning, found = self.reader.autoscaler_in_kube_system(kind)
                 warnings.append(warning)
+                unchecked.append(warning)
                 evidence[kind] = [found] if found is not None else []
             else:
                 evidence[kind] = list(reflector.store.objects())
@@ -692,6 +694,7 @@ class ClusterCache:
             pvs=reflectors["PersistentVolume"].store.objects(),
             pvcs=reflectors["PersistentVolumeClaim"].store.objects(),
             autoscaler=detect_autoscaler(evidence["ConfigMap"], evidence["Lease"], now),
+            autoscaler_unchecked=tuple(unchecked),
             read_at=now,
             namespaces=namespaces,
             warnings=tuple(warnings),

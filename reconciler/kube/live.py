@@ -223,6 +223,7 @@ class LiveReader:
             pass
         warning, found = self.autoscaler_in_kube_system(kind)
         builder.warnings.append(warning)
+        builder.autoscaler_unchecked.append(warning)
         if found is not None:
             builder.add(kind, found)
 

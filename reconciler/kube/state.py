@@ -50,6 +50,7 @@ class StateBuilder:
         # cluster-autoscaler's status ConfigMaps and Leases, in whichever namespace it runs
         self.autoscaler_configmaps: list[Raw] = []
         self.autoscaler_leases: list[Raw] = []
+        self.autoscaler_unchecked: list[str] = []  # why a kind of its evidence was looked for narrowly
         # None until namespaces are read (a listing, even an empty one, or a Namespace in a snapshot)
         self.namespaces: dict[str, Mapping[str, str]] | None = None
         self.warnings: list[str] = []
@@ -133,6 +134,7 @@ class StateBuilder:
             pvs=tuple(sorted(self.pvs, key=_BY_NAME)),
             pvcs=tuple(sorted(self.pvcs, key=_BY_NAMESPACED_NAME)),
             autoscaler=detect_autoscaler(self.autoscaler_configmaps, self.autoscaler_leases, now),
+            autoscaler_unchecked=tuple(self.autoscaler_unchecked),
             read_at=now,
             namespaces=None if self.namespaces is None else dict(sorted(self.namespaces.items())),
             warnings=tuple(self.warnings),

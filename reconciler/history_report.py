@@ -10,9 +10,10 @@ printed (@media print). docs/history.md explains every marker.
 
 from __future__ import annotations
 
+import html
+import re
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from html import escape
 
 from reconciler.gitops.fleet_history import (
     ADOPTED,
@@ -35,11 +36,39 @@ from reconciler.gitops.history import KIND_APPLY, KIND_HOLD, KIND_OPEN, KIND_REL
 
 Progress = Callable[[int, int], None]  # (node groups rendered, of how many)
 
+# explicit bidirectional controls (LRE, RLE, PDF, LRO, RLO, LRI, RLI, FSI, PDI, LRM, RLM, ALM): one in
+# a name from Git would reorder the text after it (a nav line, a caption, a tooltip), so the page
+# shows each as a visible escape; right-to-left letters themselves are kept
+_BIDI = re.compile("[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
+
+
+_LONG_WORD = re.compile(r"\S{60}")  # a word this long (a name from Git) may break anywhere in its row
+
+
+def _row_class(*texts: str) -> str:
+    """' long' for a table row holding a word that would otherwise widen the page past the window."""
+    return " long" if any(len(t) >= 60 and _LONG_WORD.search(t) for t in texts) else ""
+
+
+def _long_attr(*texts: str) -> str:
+    return ' class="long"' if _row_class(*texts) else ""
+
+
+def escape(text: str) -> str:
+    """HTML-escaped, in text and in attributes, with bidirectional controls made visible."""
+    if _BIDI.search(text):  # rare: a search is cheaper than a translate on every one of 10,000s of texts
+        text = _BIDI.sub(lambda m: f"\\u{ord(m[0]):04x}", text)
+    return html.escape(text)
+
+
 # the chart's geometry, in SVG units (it scales to the page's width)
 WIDTH, HEIGHT = 960, 250
 LEFT, RIGHT, TOP, BOTTOM = 46, 14, 14, 178  # the plot area
 LANE = 200  # the proposals' lane, under the plot
 TICKS_Y = 236
+
+_VALUE_LIMIT = 10**15  # a count above it (from Git, so anything) is drawn at the top of the axis
+_YEAR = timedelta(days=365)
 
 _TIME_STEPS = (
     [timedelta(seconds=s) for s in (1, 5, 15, 30)]
@@ -71,7 +100,8 @@ CSS = """
 *{box-sizing:border-box}
 body{margin:0 auto;max-width:1280px;padding:24px;background:var(--bg);color:var(--fg);
 font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Noto Sans",sans-serif}
-h1{font-size:24px;margin:0 0 4px}h2{font-size:20px;margin:36px 0 6px;padding-top:10px;
+h1{font-size:24px;margin:0 0 4px}h2,h3,nav li,figcaption,ul.proposals{overflow-wrap:anywhere}
+h2{font-size:20px;margin:36px 0 6px;padding-top:10px;
 border-top:2px solid var(--line)}h3{font-size:15px;margin:0}
 a{color:var(--target)}.muted,.meta{color:var(--muted)}.problem{color:var(--down)}
 nav ul{margin:4px 0;padding-left:18px}nav li{margin:2px 0}
@@ -80,6 +110,7 @@ th,td{text-align:left;vertical-align:top;padding:4px 8px;border-bottom:1px solid
 unicode-bidi:isolate;overflow-wrap:break-word}
 th{font-weight:600;background:var(--panel);white-space:nowrap}
 td.n{text-align:right;font-variant-numeric:tabular-nums}td.t,td.g{white-space:nowrap}
+tr.long td{white-space:normal;overflow-wrap:anywhere}
 code{font:12px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;white-space:nowrap}
 figure{margin:14px 0;padding:10px 12px;border:1px solid var(--line);border-radius:6px}
 figcaption{display:flex;flex-wrap:wrap;gap:2px 18px;align-items:baseline;margin-bottom:4px}
@@ -203,7 +234,8 @@ def _overview(fleet: FleetHistory) -> str:
         name = f'<a href="#c{index}">{escape(cluster.name)}</a>'
         if cluster.problem:
             problem = escape(cluster.problem)
-            rows.append(f'<tr><td class="g">{name}</td><td colspan="7" class="problem">{problem}</td></tr>')
+            tr = f"<tr{_long_attr(cluster.name, cluster.problem)}>"
+            rows.append(f'{tr}<td class="g">{name}</td><td colspan="7" class="problem">{problem}</td></tr>')
         for number, g in enumerate(cluster.groups, 1):
             target = "—" if g.target is None else str(g.target)
             if g.removals:
@@ -232,8 +264,10 @@ def _overview(fleet: FleetHistory) -> str:
                 if drift
                 else "none seen"
             )
+            words = (cluster.name, g.name, *(p.proposal for p in opened), last.reason if last else "")
+            tr = f"<tr{_long_attr(*words)}>"
             rows.append(
-                f'<tr><td class="g">{name}</td>'
+                f'{tr}<td class="g">{name}</td>'
                 f'<td class="g"><a href="#c{index}-g{number}">{escape(g.name)}</a></td>'
                 f'<td class="n">{target}</td><td class="n">{aws}</td><td>{"held" if g.held else "—"}</td>'
                 f"<td>{open_cell or '—'}</td><td>{last_cell}</td><td>{drift_cell}</td></tr>"
@@ -314,8 +348,10 @@ def _events(cluster: ClusterHistory, now: datetime) -> str:
             waited = (now if e.kind == KIND_OPEN else e.time) - e.opened
             verb = "waiting" if e.kind == KIND_OPEN else "waited"
             proposal += f' <span class="muted">{verb} {_duration(waited)}</span>'
+        long = _row_class(e.group, e.reason, e.author, e.merged_by, e.proposal, *e.instances)
         rows.append(
-            f'<tr class="event k-{e.kind}"><td class="t">{_time(e.time)}</td>'
+            f'<tr class="event k-{e.kind}{long}">'
+            f'<td class="t">{_time(e.time)}</td>'
             f'<td class="g">{escape(e.group)}</td>'
             f'<td><span class="badge {tone}">{label}</span></td><td class="t">{sizes}</td><td>{details}</td>'
             f"<td>{by}</td><td>{proposal}</td><td><code>{escape(e.commit[:12])}</code></td></tr>"
@@ -331,14 +367,14 @@ class _Scale:
     def __init__(self, start: datetime, end: datetime, top_value: int) -> None:
         self.t0 = start.timestamp()
         self.span = max(end.timestamp() - self.t0, 1.0)
-        self.vmax = _nice_ceiling(max(top_value, 1))
+        self.vmax = _nice_ceiling(min(max(top_value, 1), _VALUE_LIMIT))
 
     def x(self, when: datetime) -> float:
         fraction = min(max((when.timestamp() - self.t0) / self.span, 0.0), 1.0)
         return round(LEFT + fraction * (WIDTH - LEFT - RIGHT), 1)
 
     def y(self, value: int) -> float:
-        return round(BOTTOM - value / self.vmax * (BOTTOM - TOP), 1)
+        return round(BOTTOM - min(max(value, 0), self.vmax) / self.vmax * (BOTTOM - TOP), 1)
 
 
 def _chart(cluster: ClusterHistory, group: GroupHistory) -> str:
@@ -373,7 +409,8 @@ def _axes(scale: _Scale, start: datetime, end: datetime) -> str:
             f'<text class="axis" x="{LEFT - 6}" y="{y + 4}" text-anchor="end">{value}</text>'
         )
     span = end - start
-    tick = next((s for s in _TIME_STEPS if span / s <= 8), _TIME_STEPS[-1])
+    # a commit or record dated centuries away (whoever pushes writes the date): whole years, still <= 8
+    tick = next((s for s in _TIME_STEPS if span / s <= 8), _YEAR * -(-span.days // (8 * 365)))
     first = datetime.fromtimestamp(
         (start.timestamp() // tick.total_seconds() + 1) * tick.total_seconds(), UTC
     )
@@ -388,6 +425,8 @@ def _axes(scale: _Scale, start: datetime, end: datetime) -> str:
             f'<line class="grid" x1="{x}" y1="{TOP}" x2="{x}" y2="{BOTTOM}"/>'
             f'<text class="axis" x="{x}" y="{TICKS_Y}" text-anchor="middle">{text}</text>'
         )
+        if end - when < tick:  # the next tick is past the end, maybe past year 9999
+            break
         when += tick
     parts.append(f'<text class="axis" x="{LEFT - 6}" y="{LANE + 4}" text-anchor="end">PR</text>')
     return "".join(parts)

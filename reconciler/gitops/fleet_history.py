@@ -14,8 +14,8 @@ import itertools
 import re
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path, PurePosixPath
 
 from reconciler.errors import UserError
@@ -45,6 +45,7 @@ DRIFT, RESTORE, REFUSED, FAILED = "drift", "restore", "refused", "failed"
 
 _CANCEL = "cancel approved removal"  # the planner's reason when pending pods need a removal back
 _INSTANCE = re.compile(r"\bi-[0-9a-f]+\b")
+_EARLIEST = datetime(1, 1, 2, tzinfo=UTC)  # an apply record may say year 1: the axis starts there
 
 
 @dataclass(frozen=True)
@@ -228,8 +229,19 @@ def build_fleet(
     """The report's model. `since` cuts the window (the lines start at their value then); an unknown
     `node_group` is a UserError naming the known ones."""
     files: dict[str, ManifestFile] = {}
+    others: dict[str, list[str]] = {}  # a cluster named by more than one manifest: the ones not shown
     for read in source.manifests:
-        files.setdefault(read.manifest.cluster if read.manifest else PurePosixPath(read.path).stem, read)
+        name = read.manifest.cluster if read.manifest else PurePosixPath(read.path).stem
+        shown = files.setdefault(name, read)
+        if shown is not read:  # the file named after the cluster wins, else the first by path
+            if PurePosixPath(read.path).stem == name and PurePosixPath(shown.path).stem != name:
+                files[name], read = read, shown
+            others.setdefault(name, []).append(read.path)
+    for name, paths in others.items():
+        shown = files[name]
+        also = ", ".join(paths)
+        problem = f"{also} also say{'s' if len(paths) == 1 else ''} cluster {name}: not shown"
+        files[name] = replace(shown, problem=f"{shown.problem}; {problem}" if shown.problem else problem)
     owners: dict[str, list[str]] = {}
     for name, read in files.items():
         for g in read.manifest.groups if read.manifest else ():
@@ -263,8 +275,9 @@ def build_fleet(
         if start >= end:
             start = end - timedelta(days=1)
         elif since is None:  # a little room before the first event, so its markers show whole
-            start -= (end - start) * 0.02
-        groups = tuple(_group(g, manifest, entries.get(g, []), since, start, end, now) for g in order)
+            start -= min((end - start) * 0.02, start - _EARLIEST)
+        listed = {g.name: g for g in manifest.groups} if manifest else {}
+        groups = tuple(_group(g, listed.get(g), entries.get(g, []), since, start, end, now) for g in order)
         events = sorted((e for g in groups for e in g.events), key=lambda e: e.time, reverse=True)
         clusters.append(
             ClusterHistory(
@@ -276,14 +289,13 @@ def build_fleet(
 
 def _group(
     name: str,
-    manifest: Manifest | None,
+    entry: GroupEntry | None,  # the group in the manifest now
     entries: Sequence[Entry],  # oldest first
     since: datetime | None,
     start: datetime,
     end: datetime,
     now: datetime,
 ) -> GroupHistory:
-    entry = manifest.group(name) if manifest else None
     target_points: list[Point] = []
     aws_points: list[Point] = []
     applies: list[Entry] = []

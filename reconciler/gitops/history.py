@@ -296,13 +296,13 @@ def _entries(
     `parts` and `merge` are split log records: sha, parents, author, email, committer, time, message.
     """
     sha, _, author, email, committer, _, message = parts[:7]
-    time = datetime.fromtimestamp(int((merge or parts)[5]), UTC)
+    time = commit_time((merge or parts)[5])
     if since is not None and time < since:
         return []
     proposal, merged_by, opened = found.proposal, "", None
     if merge is not None:
         merged_by = merge[2]
-        opened = datetime.fromtimestamp(int(parts[5]), UTC)
+        opened = commit_time(parts[5])
         proposal = proposal or _proposal_of(merge[0], merge[6].split("\n", 1)[0])
     elif committer != author and (found.removals or any(c[2] < c[1] for c in found.changes)):
         merged_by = committer  # squashed or rebased by a forge: the committer merged it
@@ -357,6 +357,19 @@ def _entries(
     return entries
 
 
+_LATEST = int(datetime(9999, 1, 1, tzinfo=UTC).timestamp())  # room for a chart's last tick
+
+
+def commit_time(seconds: str) -> datetime:
+    """A commit's `%ct`. Whoever pushes writes it: a raw commit object may say nothing, a year past
+    9999 or more seconds than a time_t holds, which is then 1970 or 9999 rather than a traceback."""
+    try:
+        value = int(seconds)
+    except ValueError:
+        value = 0
+    return datetime.fromtimestamp(min(max(value, 0), _LATEST), UTC)
+
+
 def _proposal_of(merge_sha: str, subject: str) -> str:
     pull = _PULL.search(subject)
     if pull:
@@ -396,7 +409,7 @@ def hold_entries(repo_path: Path | str, ref: str, folder: str) -> list[Entry]:
     blobs = iter(read_blobs(repo_path, wanted))
     entries: list[Entry] = []
     for (sha, _, author, email, seconds, subject), paths in commits:
-        time = datetime.fromtimestamp(int(seconds), UTC)
+        time = commit_time(seconds)
         for path in paths:
             before, after = lenient_groups(next(blobs), path), lenient_groups(next(blobs), path)
             if after is None:
@@ -469,7 +482,7 @@ def open_proposal_entries(repo_path: Path | str, ref: str, namespace: str) -> li
         if scanned is None:
             continue
         seen.add(branch)
-        opened = datetime.fromtimestamp(int(parts[5]), UTC)
+        opened = commit_time(parts[5])
         name = scanned.proposal or branch.removeprefix(namespace)
         entries += [
             e._replace(kind=KIND_OPEN, proposal=name, merged_by="", opened=opened)
@@ -543,17 +556,20 @@ def parse_since(text: str, now: datetime) -> datetime:
     """`--since WHEN`: a duration ago (`24h`, `7d`, `1d12h`), a date (UTC midnight) or an ISO time."""
     value = text.strip()
     parts = _AGO.findall(value)
-    if parts and "".join(n + u for n, u in parts) == value:
-        return now - timedelta(seconds=sum(int(n) * _UNIT[u] for n, u in parts))
     try:
+        if parts and "".join(n + u for n, u in parts) == value:
+            return now - timedelta(seconds=sum(int(n) * _UNIT[u] for n, u in parts))
         when = datetime.fromisoformat(value.replace("z", "Z"))
+        if _DATE.match(value) or when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        when.astimezone(UTC)  # an offset that takes it before year 1 or past 9999
     except ValueError:
         raise UserError(
             f"--since {text!r}: use a duration ago (24h, 7d), a date (2024-11-29)"
             " or an ISO time (2024-11-29T10:00:00Z)"
         ) from None
-    if _DATE.match(value) or when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
+    except OverflowError:
+        raise UserError(f"--since {text!r}: that is before year 1 or after 9999") from None
     return when
 
 

@@ -33,7 +33,10 @@ KEYS = (CLUSTER, CHANGE, REASON, SOURCE, REMOVE, PROPOSAL, RESTORE)
 SOURCE_EXTERNAL = "external"  # a change made outside the tool (drift) and adopted into Git
 
 _SUBJECT = re.compile(r"^capacity\((?P<cluster>[^)\s]+)\): (?P<summary>.*)$")
-_CHANGE = re.compile(r"^(?P<group>\S+) (?P<before>[0-9]+) -> (?P<after>[0-9]+)$")
+# counts of up to 18 digits: a longer one (whoever pushes writes trailers) is not a change, not an
+# int() that Python refuses past 4,300 digits
+_CHANGE = re.compile(r"^(?P<group>\S+) (?P<before>[0-9]{1,18}) -> (?P<after>[0-9]{1,18})$")
+_COUNT_LIMIT = 10**18
 _REMOVE = re.compile(r"^(?P<group>\S+) (?P<instance>\S+)$")
 _TOKEN = re.compile(r"^\S+$")
 _PARAGRAPH = re.compile(r"\n[ \t]*\n")
@@ -293,8 +296,9 @@ def _check(message: CapacityMessage) -> None:
     if not message.summary:
         raise ValueError("the summary must not be empty (use summarize())")
     for change in message.changes:
-        if not _TOKEN.match(change.group) or change.before < 0 or change.after < 0:
-            raise ValueError(f"change {change} needs a one-word group and counts of 0 or more")
+        counts_ok = 0 <= change.before < _COUNT_LIMIT and 0 <= change.after < _COUNT_LIMIT
+        if not _TOKEN.match(change.group) or not counts_ok:
+            raise ValueError(f"change {change} needs a one-word group and counts of 0 to 10^18 - 1")
     for removal in message.removals:
         if not _TOKEN.match(removal.group) or not _TOKEN.match(removal.instance_id):
             raise ValueError(f"removal {removal} needs a one-word group and instance id")

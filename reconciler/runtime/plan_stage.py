@@ -86,19 +86,29 @@ def plan_once(
     reader: AwsReader | None = None,
     change: Callable[[Inventory], Inventory] | None = None,
     cluster: Callable[[datetime], ClusterState] | None = None,
+    pushed: Callable[[str], None] = lambda commit: None,
 ) -> PlanRun:
     """`guard` runs right before each write (the run loop's: still the leader?); raising stops the
     plan with nothing written, so a deposed leader never publishes what it decided as leader.
     `reader`: the run loop's, which reuses ASG descriptions between cycles; else a fresh one.
     `change`: `what-if`'s, the observed cluster as it would be with a workload change (its pods
     pending); a dry run only, so a cluster that does not exist is never written to Git.
-    `cluster`: the run loop's watch-fed cache (kube/cache.py); else the cluster is read live."""
+    `cluster`: the run loop's watch-fed cache (kube/cache.py); else the cluster is read live.
+    `pushed(commit)`: told as soon as the plan is pushed to git.branch (the run loop wakes apply)."""
     if change is not None and not dry_run:
         raise ValueError("a changed cluster is planned as a dry run only")
     reader = reader or AwsReader(config)
     before = reader.counter.snapshot()
     run = _plan_once(
-        config, snapshot, now, dry_run=dry_run, guard=guard, reader=reader, change=change, cluster=cluster
+        config,
+        snapshot,
+        now,
+        dry_run=dry_run,
+        guard=guard,
+        reader=reader,
+        change=change,
+        cluster=cluster,
+        pushed=pushed,
     )
     return replace(run, aws_calls=difference(reader.counter.snapshot(), before))
 
@@ -113,6 +123,7 @@ def _plan_once(
     reader: AwsReader,
     change: Callable[[Inventory], Inventory] | None = None,
     cluster: Callable[[datetime], ClusterState] | None = None,
+    pushed: Callable[[str], None] = lambda commit: None,
 ) -> PlanRun:
     changed = change or (lambda observed: observed)
     if not config.git.url:
@@ -161,7 +172,7 @@ def _plan_once(
 
     forge = make_forge(config.forge, git_url=config.git.url)
     guard()
-    published = publish(plan, text, replan, copy, forge, config)
+    published = publish(plan, text, replan, copy, forge, config, pushed=pushed)
     if adopted:
         published = replace(published, notes=adopted + published.notes)
     return PlanRun(published.plan, published, inventory=inputs.inventory)

@@ -57,6 +57,7 @@ _SLICE = 0.5  # seconds: how often a waiting stage looks at its triggers, the Le
 # A plan refuses a cache picture not kept current for 3 run.interval (its watches and lists failing),
 # and never for less than this: a relist after a 410 must not count as stale.
 STALE_FLOOR = 10.0
+_NAMED_GROUPS = 10  # node groups a "node groups: N found" line names; the rest are counted
 _HINT_PACE = 1.0  # seconds: at most one ls-remote brought forward by wake-up hints per this
 
 
@@ -449,6 +450,7 @@ class Runner:
         self._lock = threading.Lock()
         self._repos: dict[str, tuple[tuple[str, str, str], WorkingCopy]] = {}
         self._warned: dict[str, frozenset[str]] = {}
+        self._groups_seen: dict[str, int] = {}  # stage -> node groups its last cycle found
 
     # ----------------------------------------------------------------------------- the cluster cache
 
@@ -557,6 +559,7 @@ class Runner:
         )
         self.metrics.aws_calls(run.aws_calls)
         plan = run.plan
+        self._say_groups(PLAN, tuple(g.name for g in plan.groups), run.searched)
         decisions = tuple(
             f"{g.name} {g.action} {g.current} -> {g.desired} ({'; '.join(g.reasons) or 'no reason given'})"
             for g in plan.groups
@@ -567,7 +570,8 @@ class Runner:
         published = run.published
         for note in published.notes if published is not None else ():
             _log.info("plan: %s", note)
-        for line in self._new_lines(PLAN, plan.warnings):
+        said = (run.searched,)  # where discovery looked: _say_groups said it, when the count changed
+        for line in self._new_lines(PLAN, tuple(w for w in plan.warnings if w not in said)):
             _log.warning("plan: %s", line)
         self.metrics.plan(plan, now)
         try:
@@ -619,6 +623,8 @@ class Runner:
         finally:
             self._read_switch(config)
         report = run.report
+        self.metrics.discovered(len(run.node_groups))
+        self._say_groups(APPLY, run.node_groups, run.searched)
         if any(g.action != "none" for g in report.groups):
             self._forget_groups()  # our own write: the plan stage describes the groups again
         for group in report.groups:
@@ -650,6 +656,24 @@ class Runner:
         code = report.exit_code
         kind = None if code == 0 else "refused" if code == 3 else "other"
         return summary or "in sync", report.commit, kind
+
+    def _say_groups(self, stage: str, names: tuple[str, ...], searched: str) -> None:
+        """One line when the number of node groups discovery finds changes (and at the first cycle):
+        none found is a warning naming where it looked (a wrong region is the common cause)."""
+        before = self._groups_seen.get(stage)
+        self._groups_seen[stage] = len(names)
+        if before == len(names):
+            return
+        was = "" if before is None else f" (was {before})"
+        if not names:
+            _log.warning(
+                "%s: no node group found%s: %s", stage, was, searched.removeprefix("no node group found: ")
+            )
+            return
+        shown = ", ".join(names[:_NAMED_GROUPS]) + (
+            f" and {len(names) - _NAMED_GROUPS} more" if len(names) > _NAMED_GROUPS else ""
+        )
+        _log.info("%s: node groups: %d found%s: %s", stage, len(names), was, shown)
 
     def _aws_reader(self, config: Config) -> AwsReader:
         """The plan stage's AWS reader, kept across cycles so it can reuse ASG descriptions for

@@ -421,8 +421,8 @@ class RecordKeys:
         skip the commit it applied (rule 4), so there is no unsigned mode. A dry run goes without."""
         if self._signer is None and self._error is not None and required:
             raise UserError(
-                f"{self._error} (apply signs the record of every run it makes; a dry run without it "
-                "needs the public key in apply.recordSigners)"
+                f"{self._error} (apply signs every record it writes, and any run may write one; a dry "
+                "run without it needs the public key in apply.recordSigners)"
             )
         return self._signer
 

@@ -306,7 +306,10 @@ def _apply(
         raise UserError(f"{label}: no manifest at the commit to apply (run plan first)")
     gate = GateAt(config, copy, manifest)
     reader = AwsReader(config)  # never reuses descriptions: apply acts on AWS as it is now
-    inventory = observe(config, None, now, reader)
+    # Pods, PDBs, DaemonSets and volumes only judge removals (the re-check, the drain): a target that
+    # lists none is applied on the nodes alone, so a raise at 150,000 pods does not wait for them all.
+    judging = any(g.removal_ids for g in manifest.groups)
+    inventory = observe(config, None, now, reader, pods=judging)
     found = tuple(g.name for g in inventory.groups)
     searched = "" if found else nothing_found(config, reader.region)
 

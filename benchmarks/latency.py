@@ -4,18 +4,29 @@ Latency: a plan-stage and an apply-stage `run` process (the split deployment: tw
 Leases), against the fake Kubernetes API and moto, with `run.interval: 30s` and the other run keys at
 their defaults. Each trial creates one unschedulable pod that needs a new node and measures the time
 until the ASG's DesiredCapacity has risen (DescribeAutoScalingGroups polled every 50 ms), i.e. watch
--> debounce -> plan -> commit -> ls-remote -> apply -> SetDesiredCapacity. Targets over 20 trials:
-median <= 5 s, max <= 10 s (cluster-autoscaler's published expectation: about 5 s on average).
+-> debounce -> plan -> commit -> wake-up hint (the status ConfigMap) -> ls-remote -> apply ->
+SetDesiredCapacity. Each pod is a lone pod: it comes at least `run.batchMinInterval` (5 s) after the
+one before, plus 0.5-2.5 s (`--back-to-back`: 0.5-2.5 s after the previous scale-up, as before the
+pods were batched: such pods are a stream, planned at most once per batchMinInterval, which
+benchmarks/pod_stream.py measures). Targets over 20 trials: median <= 2.5 s, max <= 5 s
+(cluster-autoscaler's published figure at 100-1,000 nodes: about 15 s on average).
 
 Soak: one `run` process with both stages cycling back to back (`run.interval: 10ms`) for at least
 2,000 cycles; the RSS after the first 200 cycles against the RSS at the end. Target: growth < 10%.
 
-    python benchmarks/latency.py [--trials N] [--soak-cycles N] [--no-soak]
+`--nodes N --pods M` adds N nodes outside the group (tainted, so the trial's pod cannot use them) and
+M realistic pods on them (~4 KB each), served by the same in-process fake: the issue's 5,000 / 150,000
+measures a plan and an apply that each list every pod (the fake's serving shares the benchmark's
+process). Target there: median <= 5 s.
+
+    python benchmarks/latency.py [--trials N] [--back-to-back] [--soak-cycles N] [--no-soak]
+                                 [--nodes N --pods M]
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import random
 import statistics
@@ -38,7 +49,9 @@ from tests.fakes import k8s_objects as k  # noqa: E402
 from tests.fixtures_git import free_port  # noqa: E402
 from tests.fixtures_kube import write_kubeconfig  # noqa: E402
 
-TARGET_MEDIAN, TARGET_MAX, TARGET_GROWTH = 5.0, 10.0, 0.10
+TARGET_MEDIAN, TARGET_MAX, TARGET_GROWTH = 2.5, 5.0, 0.10
+TARGET_BIG_MEDIAN = 5.0  # with --nodes 5000 --pods 150000
+BATCH_MIN_INTERVAL = 5.0  # run.batchMinInterval's default: a pod sooner after the last is a stream
 ALLOCATABLE = {"cpu": "1930m", "memory": "1451Mi", "pods": "11"}  # a t3.small as EKS reports it
 TAGS = {"k8s.io/cluster-autoscaler/enabled": "true", "k8s.io/cluster-autoscaler/bench": "owned"}
 
@@ -187,21 +200,50 @@ def wait(what: Any, timeout: float, message: str) -> None:
         time.sleep(0.05)
 
 
-def latency(world: World, trials: int) -> list[float]:
+def crowd(kube: FakeKubeAPI, nodes: int, pods: int) -> None:
+    """`nodes` nodes in no group, tainted so no trial's pod fits there, and `pods` realistic pods on
+    them: what every cycle that lists the cluster has to read."""
+
+    def objects() -> Any:
+        for n in range(nodes):
+            yield k.node(
+                f"crowd-{n:05d}",
+                zone="us-east-1a",
+                provider_id=f"aws:///us-east-1a/i-crowd{n:012d}",
+                taints=["dedicated=crowd:NoSchedule"],
+            )
+        for p in range(pods):
+            yield k.realistic_pod(
+                f"app-{p % 300}-{p:06d}",
+                f"ns-{p % 40}",
+                node_name=f"crowd-{p % nodes:05d}",
+                app=f"app-{p % 300}",
+                requests={"cpu": "10m", "memory": "16Mi"},
+            )
+
+    started = time.monotonic()
+    count = kube.put_many(objects())
+    print(f"   crowd: {count} objects ({nodes} nodes, {pods} pods) in {time.monotonic() - started:.0f}s")
+
+
+def latency(world: World, trials: int, back_to_back: bool = False, patience: float = 1.0) -> list[float]:
     plan = Process(world, "plan", "30s", "plan")
     apply = Process(world, "apply", "30s", "apply")
     try:
-        wait(lambda: plan.get("/readyz")[0] == 200 and apply.get("/readyz")[0] == 200, 60, "readiness")
-        wait(lambda: apply.metric("asg_reconciler_cycles_total", stage="apply") >= 1, 60, "a first apply")
+        ready = 60 * patience
+        wait(lambda: plan.get("/readyz")[0] == 200 and apply.get("/readyz")[0] == 200, ready, "readiness")
+        wait(lambda: apply.metric("asg_reconciler_cycles_total", stage="apply") >= 1, ready, "a first apply")
         seconds = []
         rng = random.Random(7)
+        last = -math.inf  # when the previous trial's pod came
         for trial in range(trials):
-            time.sleep(rng.uniform(0.5, 2.5))  # not in step with the loops' polls
+            lone = 0.0 if back_to_back else max(0.0, last + BATCH_MIN_INTERVAL - time.monotonic())
+            time.sleep(lone + rng.uniform(0.5, 2.5))  # not in step with the loops' polls
             before, known = world.desired(), set(world.instances())
             name = f"big-{trial}"
             world.kube.put(world.pod(name))
-            started = time.monotonic()
-            wait(lambda b=before: world.desired() > b, 30, f"trial {trial}'s scale-up")
+            started = last = time.monotonic()
+            wait(lambda b=before: world.desired() > b, 30 * patience, f"trial {trial}'s scale-up")
             seconds.append(time.monotonic() - started)
             node = world.register(next(iter(set(world.instances()) - known)))
             world.kube.put(world.pod(name, node))  # the scheduler places the pod on its new node
@@ -246,18 +288,26 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--soak-cycles", type=int, default=2000)
     parser.add_argument("--no-soak", action="store_true")
+    parser.add_argument("--back-to-back", action="store_true", help="pods 0.5-2.5 s after the last scale-up")
+    parser.add_argument("--nodes", type=int, default=0, help="nodes outside the group, tainted")
+    parser.add_argument("--pods", type=int, default=0, help="realistic pods on them")
     args = parser.parse_args()
     missed = []
     keep = os.environ.get("BENCH_KEEP")  # a directory: keep the logs there
     with tempfile.TemporaryDirectory() if not keep else _kept(keep) as tmp, mock_aws(), FakeKubeAPI() as kube:
         world = World(Path(tmp), kube)
-        seconds = latency(world, args.trials)
+        if args.nodes:
+            crowd(kube, args.nodes, args.pods)
+        seconds = latency(world, args.trials, args.back_to_back, patience=10.0 if args.nodes else 1.0)
         median, worst = statistics.median(seconds), max(seconds)
+        big = bool(args.nodes)
         print(
-            f"latency: pending pod -> SetDesiredCapacity over {len(seconds)} trials: median {median:.2f}s "
-            f"(target <= {TARGET_MEDIAN}s), max {worst:.2f}s (target <= {TARGET_MAX}s)"
+            f"latency: {'back-to-back' if args.back_to_back else 'lone'} pending pod -> SetDesiredCapacity "
+            f"over {len(seconds)} trials: median {median:.2f}s "
+            f"(target <= {TARGET_BIG_MEDIAN if big else TARGET_MEDIAN}s), max {worst:.2f}s"
+            f"{'' if big else f' (target <= {TARGET_MAX}s)'}"
         )
-        if median > TARGET_MEDIAN or worst > TARGET_MAX:
+        if (median > (TARGET_BIG_MEDIAN if big else TARGET_MEDIAN)) or (not big and worst > TARGET_MAX):
             missed.append("latency")
         if not args.no_soak:
             warm, end, took = soak(world, args.soak_cycles)

@@ -109,7 +109,7 @@ def plan(config_file: str | None, output: str, snapshot: Path | None, dry_run: b
     from reconciler.runtime.plan_stage import plan_once
 
     config = _load(config_file)
-    run = plan_once(config, snapshot, _now(), dry_run=dry_run)
+    run = plan_once(config, snapshot, _now(), dry_run=dry_run, require_groups=True)
     if output == "table":
         click.echo(render_plan_table(run.plan), nl=False)
     elif output == "json":

@@ -18,12 +18,12 @@ from reconciler.model import ClusterState
 from reconciler.snapshot_completeness import require_complete_for
 
 
-def read_cluster(config: Config, snapshot: Path | None, now: datetime) -> ClusterState:
+def read_cluster(config: Config, snapshot: Path | None, now: datetime, *, pods: bool = True) -> ClusterState:
     kube = config.kubernetes
     names = (kube.autoscaler_lease, kube.autoscaler_status)
     if snapshot is not None:
         return read_snapshot(snapshot, now, names)
-    return LiveReader(api_client(kube), kube.page_size, names).read(now)
+    return LiveReader(api_client(kube), kube.page_size, names).read(now, pods=pods)
 
 
 def cluster_view(state: ClusterState) -> ClusterView:
@@ -43,12 +43,17 @@ def observe(
     *,
     refreshes: bool = False,
     cluster: Callable[[datetime], ClusterState] | None = None,
+    pods: bool = True,
 ) -> Inventory:
     """`refreshes`: ask every group whether an instance refresh is under way (`status`); plan and
     apply ask only for the groups whose answer changes what they do. `cluster`: where the cluster
     state comes from instead of a live read (`run`'s plan stage: its watch-fed cache); apply and
-    the one-shot commands never pass one."""
-    state = cluster(now) if cluster is not None and snapshot is None else read_cluster(config, snapshot, now)
+    the one-shot commands never pass one. `pods=False` (live only): the nodes without their pods,
+    for an apply with no removal to judge."""
+    if cluster is not None and snapshot is None:
+        state = cluster(now)
+    else:
+        state = read_cluster(config, snapshot, now, pods=pods)
 
     def vet(described: Described) -> None:
         """A dump lacking nodes or pods would read as instances serving nothing: refused from the

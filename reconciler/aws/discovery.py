@@ -161,12 +161,42 @@ def discover_asgs(
     if missing:
         prefix = f"{source}: " if source else ""
         listed = ", ".join(repr(name) for name in missing)
+        region = str(autoscaling.meta.region_name or "")
         raise UserError(
-            f"{prefix}nodeGroups.explicit: no Auto Scaling group named {listed} in this account and region "
-            "(check the name and `region`, or remove the entry)"
+            f"{prefix}nodeGroups.explicit: no Auto Scaling group named {listed} in this account and region"
+            f"{f' {region}' if region else ''} (check the name and `region`, or remove the entry)"
         )
     explicit = [(spec, by_name[name]) for name, spec in explicit_specs.items()]
     return merge_found(explicit, discovered)
+
+
+def nothing_found(config: Config, region: str) -> str:
+    """One line for a discovery that found no group: where it looked (the region as resolved and
+    where it came from, each autoDiscovery spec's tags, all of which must match, the explicit names)
+    and what to check first. A wrong region is the common cause: nothing else is wrong, and every
+    describe call succeeds with an empty answer."""
+    origin = "region: in the config"
+    if not config.region:
+        origin = (
+            "from the AWS environment: AWS_REGION, AWS_DEFAULT_REGION or the profile; "
+            "the config sets no region:"
+        )
+    where: list[str] = []
+    for text in config.node_groups.auto_discovery:
+        spec = parse_auto_discovery(text)
+        tags = " and ".join(f"{key}={value}" if value else f"{key} (any value)" for key, value in spec.tags)
+        where.append(f"ASGs carrying all of the tags {tags} (nodeGroups.autoDiscovery)")
+    names = list(dict.fromkeys(parse_explicit(text).name for text in config.node_groups.explicit))
+    if names:
+        where.append(f"the ASGs named {', '.join(names)} (nodeGroups.explicit)")
+    looked = (
+        "; and for ".join(where) if where else "nothing: nodeGroups lists neither autoDiscovery nor explicit"
+    )
+    return (
+        f"no node group found: looked in region {region} ({origin}) for {looked}; a wrong region is the "
+        f"common cause: check region, then the ASGs' tags and names (aws autoscaling "
+        f"describe-auto-scaling-groups --region {region})"
+    )
 
 
 def describe_by_tags(autoscaling: AutoScalingClient, spec: TagSpec) -> list[AutoScalingGroupTypeDef]:

@@ -52,6 +52,11 @@ class AwsReader:
                 self.counter.attach(self._clients.ec2)
             return self._clients
 
+    @property
+    def region(self) -> str:
+        """The region the clients talk to, as resolved (the config's, else the environment's)."""
+        return self.clients.region
+
     def fits(self, config: Config) -> bool:
         """Whether this reader still reads what `config` asks for (`run` reloads its config)."""
         return config.region == self._config.region
@@ -146,7 +151,9 @@ class AwsReader:
         read_at = self._clock()
         described = describe(config, self.clients.autoscaling)
         with self._lock:
-            if self._generation == generation:  # not invalidated meanwhile (apply wrote during the read)
+            # not invalidated meanwhile (apply wrote during the read); an empty answer is not kept: the
+            # group a person is tagging or creating right now is found at the next cycle
+            if self._generation == generation and described.found:
                 self._described = (described, read_at, key)
         return described
 

@@ -54,9 +54,12 @@ def publish(
     copy: WorkingCopy,
     forge: Forge,
     config: Config,
+    *,
+    pushed: Callable[[str], None] = lambda commit: None,
 ) -> Published:
     """Write `plan` (computed on main's manifest text `planned_on`); `replan(text)` plans again when
-    main moved under us."""
+    main moved under us. `pushed(commit)` is told at once when main was pushed (the `run` loop wakes
+    apply with it), before the proposal and the state are written."""
     path, branch = config.manifest_path, config.git.branch
     latest = {"plan": plan}
     restored: list[Change] = []
@@ -75,6 +78,8 @@ def publish(
     else:
         main_commit = copy.update(branch, path, change)
         plan = latest["plan"]
+        if main_commit:
+            pushed(main_commit)
     main_text = copy.read_file(path, branch)
     if main_commit:
         notes.append(f"committed {main_commit[:12]} to {branch}")

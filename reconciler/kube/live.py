@@ -163,25 +163,28 @@ class LiveReader:
             ),
         }
 
-    def read(self, now: datetime) -> ClusterState:
+    def read(self, now: datetime, *, pods: bool = True) -> ClusterState:
+        """The cluster; `pods=False`: its nodes and cluster-autoscaler's presence only (no pods, PDBs,
+        DaemonSets, volumes nor namespaces), for an apply that has no removal to judge."""
         # Listing builds millions of long-lived objects and no cycles; the cyclic collector would
         # rescan them over and over (about half the time at 150k pods), so it waits until we are done.
         collecting = gc.isenabled()
         gc.disable()
         try:
-            return self._read(now)
+            return self._read(now, pods)
         finally:
             if collecting:
                 gc.enable()
 
-    def _read(self, now: datetime) -> ClusterState:
+    def _read(self, now: datetime, pods: bool) -> ClusterState:
         builder = StateBuilder(self.autoscaler_lease, self.autoscaler_status)
-        for kind in REQUIRED_KINDS:
+        for kind in REQUIRED_KINDS if pods else ("Node",):
             self.list_kind(kind, partial(builder.add_all, kind), partial(builder.forget, kind))
         try:
-            self.list_kind(
-                "Namespace", partial(builder.add_all, "Namespace"), partial(builder.forget, "Namespace")
-            )
+            if pods:
+                self.list_kind(
+                    "Namespace", partial(builder.add_all, "Namespace"), partial(builder.forget, "Namespace")
+                )
         except ListForbidden:
             builder.not_read("Namespace", NAMESPACES_FORBIDDEN)
         self._find_autoscaler(builder, "Lease")

@@ -14,6 +14,11 @@ status to 1,000,000 bytes. So does this, for all the values together (the split 
 keys share the object): our key gets what the others leave of 1,000,000 bytes. A caller that can
 shorten its text with sense passes a renderer given that budget (the run loop drops quiet node
 groups); whatever is still over is cut after the last whole line that fits, and a last line says so.
+
+The split deployment's plan stage also keeps `plan-pushed` here: the commit it last pushed to
+git.branch, the apply stage's wake-up hint (`mark`). One commit id, 40 or 64 bytes: written beside
+a status already at 1,000,000 bytes it stays far below the API server's 1 MiB, and every status
+publish after it counts it among the others' bytes.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ _log = logging.getLogger(__name__)
 
 STATUS_CONFIGMAP = "asg-reconciler-status"
 STATUS_KEY = "status"
+PUSHED_KEY = "plan-pushed"  # the split deployment's wake-up hint: the commit plan last pushed to main
 LAST_UPDATED_ANNOTATION = "asg-reconciler.dev/last-updated"
 _MERGE_PATCH = "application/merge-patch+json"
 MAX_STATUS_BYTES = 1_000_000  # cluster-autoscaler's cap; the API server's is 1 MiB of values
@@ -115,6 +121,58 @@ class StatusConfigMap:
             self._failed(f"unreadable answer: {exc}")
         return False
 
+    def mark(self, key: str, value: str, now: datetime) -> bool:
+        """Set one small data key (the wake-up hint) at once: a merge patch of that key alone, no read
+        first (no other key is touched, so no resourceVersion is needed); the ConfigMap is created
+        when absent. True when written. Never raises."""
+        patch = {"data": {key: value}}  # not the document: its last-updated annotation stays
+        try:
+            for _ in range(2):
+                try:
+                    self.core.patch_namespaced_config_map(
+                        self.name,
+                        self.namespace,
+                        patch,
+                        _content_type=_MERGE_PATCH,
+                        _preload_content=False,
+                        _request_timeout=self.request_timeout,
+                    )
+                except ApiException as exc:
+                    if exc.status != 404:
+                        raise
+                    try:
+                        self._create(key, value, now)
+                    except _Conflict:
+                        continue  # created meanwhile: patch it
+                self._recovered()
+                return True
+            self._failed("it was created and deleted under both writes; the next push tries again")
+        except ApiException as exc:
+            self._failed(f"HTTP {exc.status} {exc.reason or ''}".strip())
+        except urllib3.exceptions.HTTPError as exc:
+            self._failed(no_answer(exc)[1])
+        return False
+
+    def _create(self, key: str, text: str, now: datetime) -> None:
+        body: Any = {  # a plain dict: the client sends it as is
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": self.name,
+                "namespace": self.namespace,
+                "annotations": {LAST_UPDATED_ANNOTATION: _time(now)},
+            },
+            "data": {key: text},
+        }
+        try:
+            self.core.create_namespaced_config_map(
+                self.namespace, body, _preload_content=False, _request_timeout=self.request_timeout
+            )
+        except ApiException as exc:
+            if exc.status == 409:  # created meanwhile (another replica): read it and compare
+                raise _Conflict from None
+            raise
+
     def _publish(self, render: Text, now: datetime) -> bool:
         current = self._read()
         others = (current or {}).get("data") or {}
@@ -123,24 +181,7 @@ class StatusConfigMap:
         budget -= sum(len(str(v)) * 3 // 4 for v in binary.values())  # base64
         text = self._fitted(render(max(0, budget)) if callable(render) else render, max(0, budget))
         if current is None:
-            body: Any = {  # a plain dict: the client sends it as is
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": {
-                    "name": self.name,
-                    "namespace": self.namespace,
-                    "annotations": {LAST_UPDATED_ANNOTATION: _time(now)},
-                },
-                "data": {self.key: text},
-            }
-            try:
-                self.core.create_namespaced_config_map(
-                    self.namespace, body, _preload_content=False, _request_timeout=self.request_timeout
-                )
-            except ApiException as exc:
-                if exc.status == 409:  # created meanwhile (another replica): read it and compare
-                    raise _Conflict from None
-                raise
+            self._create(self.key, text, now)
             return True
         if (current.get("data") or {}).get(self.key) == text:
             return False

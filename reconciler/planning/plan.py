@@ -229,7 +229,8 @@ def make_plan(inputs: PlanInputs) -> Plan:
     )
     if not inventory.groups:
         warnings.append(
-            "no node groups found: check nodeGroups in the config (discovery tags, explicit names)"
+            inputs.searched
+            or "no node groups found: check nodeGroups in the config (discovery tags, explicit names)"
         )
     if inventory.state.autoscaler is not None:
         warnings.append(

@@ -83,6 +83,7 @@ class PlanInputs:
     committed: Mapping[str, CommittedGroup] = field(default_factory=dict)
     memory: PlannerMemory = PlannerMemory()
     proposed: frozenset[str] = frozenset()  # instances an open scale-down proposal names
+    searched: str = ""  # where discovery looked, when it found no group (said in the plan's warning)
 
 
 @dataclass(frozen=True)

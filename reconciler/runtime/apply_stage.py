@@ -44,6 +44,7 @@ from reconciler.apply.sync import apply
 from reconciler.apply.taints import release_strays
 from reconciler.aws.actuation import Actuator
 from reconciler.aws.clients import AwsClients, make_clients
+from reconciler.aws.discovery import nothing_found
 from reconciler.aws.reader import AwsReader
 from reconciler.config import Config
 from reconciler.errors import OperationError, ReconcilerError, RefusedError, StopRequested, UserError
@@ -80,6 +81,8 @@ _AWS_READS = ("Describe", "Get", "List")
 class ApplyRun:
     report: ApplyReport
     recorded: bool
+    node_groups: tuple[str, ...] = ()  # what discovery found (the run loop says when it changes)
+    searched: str = ""  # discovery found no group: where it looked
 
 
 class GateAt:
@@ -303,7 +306,16 @@ def _apply(
         raise UserError(f"{label}: no manifest at the commit to apply (run plan first)")
     gate = GateAt(config, copy, manifest)
     reader = AwsReader(config)  # never reuses descriptions: apply acts on AWS as it is now
-    inventory = observe(config, None, now, reader)
+    # Pods, PDBs, DaemonSets and volumes only judge removals (the re-check, the drain): a target that
+    # lists none is applied on the nodes alone, so a raise at 150,000 pods does not wait for them all.
+    judging = any(g.removal_ids for g in manifest.groups)
+    inventory = observe(config, None, now, reader, pods=judging)
+    found = tuple(g.name for g in inventory.groups)
+    searched = "" if found else nothing_found(config, reader.region)
+
+    def ran(report: ApplyReport, recorded: bool) -> ApplyRun:
+        return ApplyRun(report, recorded, node_groups=found, searched=searched)
+
     states = {i.instance_id: i.lifecycle_state for g in inventory.groups for i in g.group.instances}
     known = {g.name for g in inventory.groups} | {g.name for g in manifest.groups}  # the switch's groups
     inputs = ApplyInputs(
@@ -330,9 +342,7 @@ def _apply(
         return group in reader.refreshing([group])
 
     if lease is None:
-        return ApplyRun(
-            apply(inputs, Effects(actuator, drainer, gate, refreshing=refreshing)), recorded=False
-        )
+        return ran(apply(inputs, Effects(actuator, drainer, gate, refreshing=refreshing)), recorded=False)
     # A run that found the records untrustworthy never moves the anchor: its own record must not
     # become the trusted latest one, or the next run would trust what the attacker left.
     anchoring = lease if signer is not None and not trust.problems else None
@@ -352,11 +362,12 @@ def _apply(
     if report.in_flight:
         # Interrupted in the middle of a termination: its intent stays open, so the next run learns
         # from AWS whether it went (a result recorded now would have to guess).
-        return ApplyRun(report, recorded=False)
+        return ran(report, recorded=False)
     # No idle writes: a run that changed nothing and found nothing new leaves the last record as the
     # word on what is applied (docs/gitops.md "When apply writes a record").
     on_commit = sum(1 for r in trust.records if r.commit == target)
-    return ApplyRun(report, recorded=recorder.done(report, trust.latest, on_commit=on_commit))
+    recorded = recorder.done(report, trust.latest, on_commit=on_commit)
+    return ran(report, recorded)
 
 
 def _guard(lease: ApplyLease, switch: Switch, group: str, progress: Callable[[], None]) -> None:
@@ -413,8 +424,8 @@ class RecordKeys:
         skip the commit it applied (rule 4), so there is no unsigned mode. A dry run goes without."""
         if self._signer is None and self._error is not None and required:
             raise UserError(
-                f"{self._error} (apply signs the record of every run it makes; a dry run without it "
-                "needs the public key in apply.recordSigners)"
+                f"{self._error} (apply signs every record it writes, and any run may write one; a dry "
+                "run without it needs the public key in apply.recordSigners)"
             )
         return self._signer
 

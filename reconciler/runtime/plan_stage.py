@@ -12,6 +12,7 @@ from datetime import datetime
 from pathlib import Path
 
 from reconciler.aws.calls import difference
+from reconciler.aws.discovery import nothing_found
 from reconciler.aws.reader import AwsReader
 from reconciler.config import Config
 from reconciler.errors import UserError
@@ -47,6 +48,7 @@ class PlanRun:
     notes: tuple[str, ...] = ()  # a dry run: what it would write besides the plan (adoptions)
     inventory: Inventory | None = None  # what was observed (the run loop's events name pods by uid)
     aws_calls: Mapping[str, int] = field(default_factory=dict)  # requests per API this plan made
+    searched: str = ""  # discovery found no group: where it looked (aws/discovery.py nothing_found)
 
 
 def read_manifest(text: str | None, label: str) -> Manifest | None:
@@ -86,21 +88,53 @@ def plan_once(
     reader: AwsReader | None = None,
     change: Callable[[Inventory], Inventory] | None = None,
     cluster: Callable[[datetime], ClusterState] | None = None,
+    pushed: Callable[[str], None] = lambda commit: None,
+    require_groups: bool = False,
 ) -> PlanRun:
     """`guard` runs right before each write (the run loop's: still the leader?); raising stops the
     plan with nothing written, so a deposed leader never publishes what it decided as leader.
     `reader`: the run loop's, which reuses ASG descriptions between cycles; else a fresh one.
     `change`: `what-if`'s, the observed cluster as it would be with a workload change (its pods
     pending); a dry run only, so a cluster that does not exist is never written to Git.
-    `cluster`: the run loop's watch-fed cache (kube/cache.py); else the cluster is read live."""
+    `cluster`: the run loop's watch-fed cache (kube/cache.py); else the cluster is read live.
+    `pushed(commit)`: told as soon as the plan is pushed to git.branch (the run loop wakes apply).
+    `require_groups`: a discovery that finds no group is a UserError naming where it looked, before
+    anything is written (one-shot `plan`: exit 2); otherwise the plan says so in a warning (`run`)."""
     if change is not None and not dry_run:
         raise ValueError("a changed cluster is planned as a dry run only")
     reader = reader or AwsReader(config)
     before = reader.counter.snapshot()
+    looked = _Looked(config, reader, require_groups)
     run = _plan_once(
-        config, snapshot, now, dry_run=dry_run, guard=guard, reader=reader, change=change, cluster=cluster
+        config,
+        snapshot,
+        now,
+        dry_run=dry_run,
+        guard=guard,
+        reader=reader,
+        change=change,
+        cluster=cluster,
+        pushed=pushed,
+        looked=looked,
     )
-    return replace(run, aws_calls=difference(reader.counter.snapshot(), before))
+    return replace(run, aws_calls=difference(reader.counter.snapshot(), before), searched=looked.text)
+
+
+class _Looked:
+    """Where discovery looked, once it found no group: a UserError for one-shot commands (raised
+    before any write), else kept for the plan's warning and the run loop's log."""
+
+    def __init__(self, config: Config, reader: AwsReader, required: bool) -> None:
+        self.config, self.reader, self.required = config, reader, required
+        self.text = ""
+
+    def check(self, inventory: Inventory) -> str:
+        if inventory.groups:
+            return ""
+        self.text = nothing_found(self.config, self.reader.region)
+        if self.required:
+            raise UserError(f"{self.config.source or 'config'}: nodeGroups: {self.text}")
+        return self.text
 
 
 def _plan_once(
@@ -113,6 +147,8 @@ def _plan_once(
     reader: AwsReader,
     change: Callable[[Inventory], Inventory] | None = None,
     cluster: Callable[[datetime], ClusterState] | None = None,
+    pushed: Callable[[str], None] = lambda commit: None,
+    looked: _Looked | None = None,
 ) -> PlanRun:
     changed = change or (lambda observed: observed)
     if not config.git.url:
@@ -121,7 +157,10 @@ def _plan_once(
                 f"{config.source or 'config'}: git.url: required to write plans (set it, or pass --dry-run)"
             )
         inventory = changed(observe(config, snapshot, now, reader, cluster=cluster))
-        inputs, plan = checked_plan(PlanInputs(inventory=inventory, config=config, now=now), reader)
+        searched = looked.check(inventory) if looked is not None else ""
+        inputs, plan = checked_plan(
+            PlanInputs(inventory=inventory, config=config, now=now, searched=searched), reader
+        )
         return PlanRun(plan, inventory=inputs.inventory)
 
     copy = working_copy(config)
@@ -136,6 +175,7 @@ def _plan_once(
         last_scale_up=last_scale_up(records, cluster=config.cluster),
     )
     inventory = changed(observe(config, snapshot, now, reader, cluster=cluster))
+    searched = looked.check(inventory) if looked is not None else ""  # one-shot: stops here, nothing written
     if not dry_run:
         guard()
     adopted_text, adopted = adopt_drift(copy, config, inventory, records, text, dry_run=dry_run)
@@ -148,6 +188,7 @@ def _plan_once(
         committed=committed_groups(manifest),
         memory=memory,
         proposed=_proposed(copy, config),
+        searched=searched,
     )
     inputs, plan = checked_plan(inputs, reader)
     if dry_run:
@@ -161,7 +202,7 @@ def _plan_once(
 
     forge = make_forge(config.forge, git_url=config.git.url)
     guard()
-    published = publish(plan, text, replan, copy, forge, config)
+    published = publish(plan, text, replan, copy, forge, config, pushed=pushed)
     if adopted:
         published = replace(published, notes=adopted + published.notes)
     return PlanRun(published.plan, published, inventory=inputs.inventory)

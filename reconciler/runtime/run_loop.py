@@ -39,7 +39,8 @@ from reconciler.kube.client import api_client, run_namespace
 from reconciler.kube.control import SuspendedError, Switch
 from reconciler.kube.events import EventRecorder
 from reconciler.kube.leader import LeaderElector
-from reconciler.kube.status_configmap import StatusConfigMap
+from reconciler.kube.status_configmap import PUSHED_KEY, STATUS_CONFIGMAP, StatusConfigMap
+from reconciler.kube.wake_hint import KeyWatch
 from reconciler.runtime.apply_stage import LoopHooks, apply_once
 from reconciler.runtime.plan_stage import PlanRun, default_work_dir, plan_once
 from reconciler.runtime.pod_batches import Batch, PodBatcher
@@ -56,6 +57,8 @@ _SLICE = 0.5  # seconds: how often a waiting stage looks at its triggers, the Le
 # A plan refuses a cache picture not kept current for 3 run.interval (its watches and lists failing),
 # and never for less than this: a relist after a 410 must not count as stale.
 STALE_FLOOR = 10.0
+_NAMED_GROUPS = 10  # node groups a "node groups: N found" line names; the rest are counted
+_HINT_PACE = 1.0  # seconds: at most one ls-remote brought forward by wake-up hints per this
 
 
 def error_kind(exc: BaseException) -> str:
@@ -149,7 +152,7 @@ class Stage:
             retry_period=config.run.retry_period.total_seconds(),
             on_change=self._leadership,
         )
-        self.wake = threading.Event()  # a trigger: a pod went unschedulable, main moved
+        self.wake = threading.Event()  # wakes the waiting thread: a trigger, a hint, the stop
         self.failures = 0
         self.wait = 0.0  # seconds the stage waits before its next cycle (backoff included)
         self.next_due = 0.0  # time.monotonic() of the next cycle
@@ -160,6 +163,26 @@ class Stage:
         self._poll_failed = False
         self._waiting_said = ""  # plan: what the cluster cache was last said to wait for
         self._waiting_since = 0.0
+        self._flags = threading.Lock()
+        self._triggered = False  # apply: the plan stage in this process pushed to main: cycle now
+        self._hinted: str | None = None  # apply: the commit the plan-stage process says it pushed
+        self._hint_ready = 0.0  # apply: time.monotonic() before which a hint waits (paced)
+        self._woken_for: str | None = None  # apply: the hint that brought the next ls-remote forward
+
+    def trigger(self) -> None:
+        """Apply, both stages in this process: the plan stage pushed to main; cycle at once (no
+        ls-remote needed: the push was ours)."""
+        with self._flags:
+            self._triggered = True
+        self.wake.set()
+
+    def hint(self, commit: str) -> None:
+        """Apply, the split deployment: the plan-stage process says it pushed `commit` (the status
+        ConfigMap's `plan-pushed`). Only brings the next `git ls-remote` forward: what the remote
+        says is what counts, so a forged hint costs one early ls-remote, never a cycle."""
+        with self._flags:
+            self._hinted = commit
+        self.wake.set()
 
     # --------------------------------------------------------------------------------- the thread
 
@@ -218,6 +241,11 @@ class Stage:
             now = time.monotonic()
             if now >= self.next_due:
                 return True
+            if self.name == APPLY:
+                self.wake.clear()  # what woke it is in the flags, read next
+                if self._take_trigger():
+                    return not shutdown.requested
+                self._take_hint(now)
             if self.name == APPLY and now >= self.next_poll:
                 self.next_poll = now + poll  # kept across calls: a failing poll never spins
                 if self._main_moved():
@@ -230,9 +258,6 @@ class Stage:
                     if now >= due:
                         return True
                     batch_wait = due - now
-            elif self.wake.is_set() and self.failures == 0:
-                self.wake.clear()
-                return not shutdown.requested
             polling = (self.next_poll - now) if self.name == APPLY else _SLICE
             wait = max(0.01, min(_SLICE, self.next_due - now, polling, batch_wait))
             if self.wake.is_set():  # a trigger held back by the backoff: wait without it
@@ -262,6 +287,27 @@ class Stage:
         self.runner.cache_wait(_SLICE)
         return False
 
+    def _take_trigger(self) -> bool:
+        """The in-process trigger, unless the stage is backing off (it then waits for its time)."""
+        with self._flags:
+            if not self._triggered or self.failures:
+                return False
+            self._triggered = False
+            return True
+
+    def _take_hint(self, now: float) -> None:
+        """A new hint brings the next ls-remote forward to now, or to `_HINT_PACE` after the last
+        one it brought forward: a flood of forged hints is an ls-remote a second at most."""
+        with self._flags:
+            commit, self._hinted = self._hinted, None
+        if commit is None or commit == self.tried_head:
+            return  # nothing new: the cycle for it was started already
+        at = max(now, self._hint_ready)
+        if at < self.next_poll:
+            self.next_poll = at
+            self._woken_for = commit
+        self._hint_ready = at + _HINT_PACE
+
     def _main_moved(self) -> bool:
         """`git ls-remote`: has git.branch moved since the last apply? A failing remote is logged
         once per outage and never ends the wait (the interval's cycle still comes)."""
@@ -278,8 +324,11 @@ class Stage:
         if self._poll_failed:
             _log.info("apply: the remote answers again")
         self._poll_failed = False
+        woken, self._woken_for = self._woken_for, None
         if head is not None and head != self.tried_head:
-            if self.tried_head is not None:
+            if woken is not None:
+                _log.info("apply: %s moved to %s (woken by the plan stage's push)", branch, head[:12])
+            elif self.tried_head is not None:
                 _log.info("apply: %s moved to %s", branch, head[:12])
                 self.failures = 0  # a new commit is a new input: no backoff for it
             self.tried_head = head  # a failing cycle on this commit backs off; the next commit does not
@@ -308,6 +357,8 @@ class Stage:
             else:
                 _log.warning("%s: cycle failed (%s): %s", self.name, kind, exc)
         self.last_summary = summary
+        if self.name == APPLY and commit:
+            self.tried_head = commit  # what it applied: a poll or a hint naming it is nothing new
         seconds = time.monotonic() - started
         runner.metrics.cycle(self.name, seconds, kind)
         ok = kind is None
@@ -362,6 +413,16 @@ class Runner:
         # and `status-apply`, so neither overwrites the other's view every cycle
         key = "status" if len(self.stages) > 1 else f"status-{next(iter(self.stages))}"
         self.status = StatusConfigMap(self.kube, self.namespace, request_timeout=timeout, key=key)
+        self.hint_watch: KeyWatch | None = None  # the split deployment's apply: the plan stage's pushes
+        if APPLY in self.stages and PLAN not in self.stages:
+            self.hint_watch = KeyWatch(
+                self.kube,
+                self.namespace,
+                STATUS_CONFIGMAP,
+                PUSHED_KEY,
+                self.stages[APPLY].hint,
+                request_timeout=timeout,
+            )
         run = config.run
         if PLAN in self.stages:
             self._plan_wake = self.stages[PLAN].wake
@@ -389,6 +450,7 @@ class Runner:
         self._lock = threading.Lock()
         self._repos: dict[str, tuple[tuple[str, str, str], WorkingCopy]] = {}
         self._warned: dict[str, frozenset[str]] = {}
+        self._groups_seen: dict[str, int] = {}  # stage -> node groups its last cycle found
 
     # ----------------------------------------------------------------------------- the cluster cache
 
@@ -493,9 +555,11 @@ class Runner:
             guard=self._still_leading(PLAN),
             reader=self._aws_reader(config),
             cluster=self.cache.state if self.cache is not None else None,
+            pushed=self._wake_apply,
         )
         self.metrics.aws_calls(run.aws_calls)
         plan = run.plan
+        self._say_groups(PLAN, tuple(g.name for g in plan.groups), run.searched)
         decisions = tuple(
             f"{g.name} {g.action} {g.current} -> {g.desired} ({'; '.join(g.reasons) or 'no reason given'})"
             for g in plan.groups
@@ -506,7 +570,8 @@ class Runner:
         published = run.published
         for note in published.notes if published is not None else ():
             _log.info("plan: %s", note)
-        for line in self._new_lines(PLAN, plan.warnings):
+        said = (run.searched,)  # where discovery looked: _say_groups said it, when the count changed
+        for line in self._new_lines(PLAN, tuple(w for w in plan.warnings if w not in said)):
             _log.warning("plan: %s", line)
         self.metrics.plan(plan, now)
         try:
@@ -532,11 +597,18 @@ class Runner:
         with self._lock:
             self._last_plan = run
         main = published.main_commit if published is not None else None
-        if main and APPLY in self.stages:
-            self.stages[APPLY].wake.set()  # both stages here: apply at once, not at the next poll
         changed = [g for g in plan.groups if g.action != "none"]
         summary = ", ".join(f"{g.name} {g.current}->{g.desired}" for g in changed) or "no change"
         return summary, main or "", None
+
+    def _wake_apply(self, commit: str) -> None:
+        """The plan stage just pushed `commit` to main: apply acts on it at once. Here, in this
+        process; else through the status ConfigMap's `plan-pushed`, which the apply-stage process
+        watches (a hint: apply asks `git ls-remote` then, as it does at every poll)."""
+        if APPLY in self.stages:
+            self.stages[APPLY].trigger()
+        elif not self.shutdown.requested:
+            self.status.mark(PUSHED_KEY, commit, datetime.now(UTC))
 
     def apply_cycle(self, config: Config, now: datetime) -> tuple[str, str, str | None]:
         hooks = LoopHooks(stopping=self.shutdown.stopping, progress=lambda: self.health.progress(APPLY))
@@ -551,6 +623,8 @@ class Runner:
         finally:
             self._read_switch(config)
         report = run.report
+        self.metrics.discovered(len(run.node_groups))
+        self._say_groups(APPLY, run.node_groups, run.searched)
         if any(g.action != "none" for g in report.groups):
             self._forget_groups()  # our own write: the plan stage describes the groups again
         for group in report.groups:
@@ -582,6 +656,24 @@ class Runner:
         code = report.exit_code
         kind = None if code == 0 else "refused" if code == 3 else "other"
         return summary or "in sync", report.commit, kind
+
+    def _say_groups(self, stage: str, names: tuple[str, ...], searched: str) -> None:
+        """One line when the number of node groups discovery finds changes (and at the first cycle):
+        none found is a warning naming where it looked (a wrong region is the common cause)."""
+        before = self._groups_seen.get(stage)
+        self._groups_seen[stage] = len(names)
+        if before == len(names):
+            return
+        was = "" if before is None else f" (was {before})"
+        if not names:
+            _log.warning(
+                "%s: no node group found%s: %s", stage, was, searched.removeprefix("no node group found: ")
+            )
+            return
+        shown = ", ".join(names[:_NAMED_GROUPS]) + (
+            f" and {len(names) - _NAMED_GROUPS} more" if len(names) > _NAMED_GROUPS else ""
+        )
+        _log.info("%s: node groups: %d found%s: %s", stage, len(names), was, shown)
 
     def _aws_reader(self, config: Config) -> AwsReader:
         """The plan stage's AWS reader, kept across cycles so it can reuse ASG descriptions for
@@ -659,6 +751,8 @@ class Runner:
     def run(self) -> int:
         self.server.start()  # a bad address or a port in use: UserError, exit 2, nothing started
         with self._signals():
+            if self.hint_watch is not None:
+                self.hint_watch.start()
             for stage in self.stages.values():
                 stage.thread.start()
             _log.info(
@@ -680,6 +774,8 @@ class Runner:
             stage.elector.stop(release=True)
         if self.cache is not None:
             self.cache.stop()
+        if self.hint_watch is not None:
+            self.hint_watch.stop()
         self.server.stop()
         _log.info("run: stopped; Leases released")
         return 0

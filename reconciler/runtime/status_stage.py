@@ -11,9 +11,10 @@ from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
+from reconciler.aws.discovery import nothing_found
 from reconciler.aws.reader import AwsReader
 from reconciler.config import Config
-from reconciler.errors import ReconcilerError
+from reconciler.errors import ReconcilerError, UserError
 from reconciler.gitops.proposal import open_proposal
 from reconciler.kube.client import api_client
 from reconciler.kube.control import Switch
@@ -32,6 +33,8 @@ def status_once(config: Config, snapshot: Path | None, now: datetime) -> StatusR
             error = str(exc)
     reader = AwsReader(config)
     inventory = observe(config, snapshot, now, reader, refreshes=True)  # a diagnostic: ask every group
+    if not inventory.groups:  # exit 2, as plan: a config that finds no ASG is to be fixed first
+        raise UserError(f"{config.source or 'config'}: nodeGroups: {nothing_found(config, reader.region)}")
     report = build_status(
         config.cluster, inventory, committed, label, error, last_applied=applied, proposal=proposal
     )

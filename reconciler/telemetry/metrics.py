@@ -193,7 +193,11 @@ class Metrics:
         )
 
         # the plan
-        self.node_groups = Gauge(PREFIX + "node_groups", "Node groups in the last plan.", registry=r)
+        self.node_groups = Gauge(
+            PREFIX + "node_groups",
+            "Node groups discovery found at the last cycle (0: none matched; the log says where it looked).",
+            registry=r,
+        )
         self.pending_pods = Gauge(
             PREFIX + "pending_pods",
             "Unschedulable pods in the last plan; helpable=false: no node group can help them.",
@@ -393,6 +397,10 @@ class Metrics:
         """The plan stage's watch-fed cache, read at each scrape (kube/cache.py's KindHealth per
         kind): synced, objects, the last event, relists by reason."""
         self.registry.register(_CacheCollector(health))
+
+    def discovered(self, count: int) -> None:
+        """Node groups an apply cycle found (a plan sets it through `plan`)."""
+        self.node_groups.set(count)
 
     def aws_calls(self, calls: Mapping[str, int]) -> None:
         for operation, count in calls.items():

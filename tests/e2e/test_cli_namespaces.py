@@ -40,9 +40,13 @@ def test_plan_status_and_apply_go_on_and_warn_when_namespaces_are_forbidden(
     assert status.code == 0, status.err
     assert NAMESPACES_FORBIDDEN in json.loads(status.out)["warnings"]
 
-    applied = world.cli(capsys, "apply", "--dry-run")
+    applied = world.cli(capsys, "apply", "--dry-run")  # no removal on main to judge: no namespaces read
     assert applied.code == 0, applied.out + applied.err
-    assert f"! {NAMESPACES_FORBIDDEN}" in applied.out
+    assert NAMESPACES_FORBIDDEN not in applied.out
+    assert world.cli(capsys, "approve", "scale-down").code == 0
+    judged = world.cli(capsys, "apply", "--dry-run")  # the approved removal is judged on every pod
+    assert judged.code == 0, judged.out + judged.err
+    assert f"! {NAMESPACES_FORBIDDEN}" in judged.out
 
 
 def test_listed_namespaces_warn_nothing(world: World, capsys: pytest.CaptureFixture[str]) -> None:

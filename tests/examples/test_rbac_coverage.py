@@ -32,7 +32,8 @@ from reconciler.kube.cache import ClusterCache
 from reconciler.kube.client import api_client
 from reconciler.kube.events import EventRecorder
 from reconciler.kube.leader import LeaderElector
-from reconciler.kube.status_configmap import StatusConfigMap
+from reconciler.kube.status_configmap import PUSHED_KEY, STATUS_CONFIGMAP, StatusConfigMap
+from reconciler.kube.wake_hint import KeyWatch
 from reconciler.telemetry.events import (
     NODE,
     NORMAL,
@@ -256,6 +257,18 @@ def run_loop_pieces(world: World, recorder: Recorder, stage: str, events: list[E
         status = StatusConfigMap(api, NAMESPACE, key=f"status-{stage}")
         assert status.publish(f"{stage}: first\n", now)
         assert status.publish(f"{stage}: second\n", now)
+        if stage == "plan":  # the split deployment's wake-up hint: the commit it pushed to main
+            assert status.mark(PUSHED_KEY, "1" * 40, now)
+        else:  # which the apply-stage process watches (a watch on that one ConfigMap)
+            found = world.kube.get_object("ConfigMap", NAMESPACE, STATUS_CONFIGMAP) or {}
+            world.kube.put({**found, "data": {**found["data"], PUSHED_KEY: "1" * 40}})  # not apply's call
+            seen: list[str] = []
+            hints = KeyWatch(api, NAMESPACE, STATUS_CONFIGMAP, PUSHED_KEY, seen.append, watch_timeout=1)
+            hints.start()
+            try:
+                until(lambda: seen == ["1" * 40], "the hint seen")
+            finally:
+                hints.stop()
     finally:
         api.close()
     recorder.take(stage)

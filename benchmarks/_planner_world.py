@@ -31,8 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from reconciler.kube.parse import ObjectReader  # noqa: E402
-from reconciler.model import (  # noqa: E402
+from reconciler.domain.model import (  # noqa: E402
     ClusterState,
     Instance,
     NodeGroup,
@@ -41,6 +40,7 @@ from reconciler.model import (  # noqa: E402
     Resources,
     Taint,
 )
+from reconciler.kube.parse import ObjectReader  # noqa: E402
 from reconciler.planning.types import PlannerMemory  # noqa: E402
 from tests.fakes import k8s_objects as k  # noqa: E402
 from tests.fakes.k8s_objects import DEFAULT_TOLERATIONS  # noqa: E402

@@ -36,7 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from reconciler.errors import OperationError
+from reconciler.domain.errors import OperationError
 from reconciler.gitops.manifest_edit import ManifestEditor
 from reconciler.gitops.repo import Identity, Update, WorkingCopy
 from reconciler.gitops.trailers import CapacityMessage, Change, Reason, build_message

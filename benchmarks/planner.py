@@ -62,8 +62,8 @@ def measure_plan(runs: int, profile: bool) -> None:
     """Runs in a fresh process: build the cluster, plan it `runs` times, print the figures as JSON."""
     from _planner_world import CONFIG_DOCUMENT, build_world, cluster_state, node_groups, planner_memory
 
-    from reconciler.config import config_from_document
-    from reconciler.inventory import build_inventory
+    from reconciler.config.settings import config_from_document
+    from reconciler.domain.inventory import build_inventory
     from reconciler.planning.plan import make_plan
     from reconciler.planning.types import PlanInputs
 

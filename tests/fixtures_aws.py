@@ -20,7 +20,7 @@ from moto.server import ThreadedMotoServer
 from reconciler.aws import clients as aws_clients_module
 from reconciler.aws import instance_types
 from reconciler.aws.clients import new_session
-from reconciler.config import Config, NodeGroupsConfig, NodeTemplatesConfig
+from reconciler.config.settings import Config, NodeGroupsConfig, NodeTemplatesConfig
 
 REGION = "us-east-1"
 ZONES = ("us-east-1a", "us-east-1b")

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from reconciler.inventory import Inventory
+from reconciler.domain.inventory import Inventory
 
 
 class Actuator(Protocol):

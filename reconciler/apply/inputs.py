@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from reconciler.apply.changes import Introduced
-from reconciler.config import Config
+from reconciler.config.settings import Config
+from reconciler.domain.inventory import Inventory
 from reconciler.gitops.manifest import Manifest
-from reconciler.inventory import Inventory
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,9 @@ from collections.abc import Iterable, Mapping, Set
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from reconciler.config import Config
-from reconciler.inventory import Inventory, build_inventory
-from reconciler.model import OWN_DRAIN_TAINT, Node
+from reconciler.config.settings import Config
+from reconciler.domain.inventory import Inventory, build_inventory
+from reconciler.domain.model import OWN_DRAIN_TAINT, Node
 from reconciler.planning.baseline import baseline
 from reconciler.planning.plan import make_plan
 from reconciler.planning.types import CommittedGroup, PlanInputs, PlannerMemory

@@ -31,12 +31,18 @@ from reconciler.apply.inputs import ApplyInputs
 from reconciler.apply.outcome import GroupRun
 from reconciler.apply.recheck import approved_verdicts
 from reconciler.apply.window_gate import closed_since_start
-from reconciler.errors import OperationError, ReconcilerError, RefusedError, StopRequested, UncertainError
+from reconciler.domain.errors import (
+    OperationError,
+    ReconcilerError,
+    RefusedError,
+    StopRequested,
+    UncertainError,
+)
+from reconciler.domain.inventory import GroupInventory, Inventory
+from reconciler.domain.model import NodeGroup
 from reconciler.gitops.plan_edits import committed_groups
-from reconciler.inventory import GroupInventory, Inventory
 from reconciler.kube.lease import LeaseLost
 from reconciler.kube.parse import ObjectReader
-from reconciler.model import NodeGroup
 from reconciler.planning.drainability import BLOCKS, DrainContext, PdbBudget, drain_verdict
 
 IN_SERVICE = "InService"

@@ -23,13 +23,13 @@ from reconciler.apply.recheck import approved_verdicts
 from reconciler.apply.removal import IN_SERVICE, Removal, remove_all
 from reconciler.apply.taints import give_back_unapproved, sweep
 from reconciler.apply.window_gate import WindowGate
-from reconciler.config import Config
-from reconciler.durations import format_duration
-from reconciler.errors import ReconcilerError, RefusedError
+from reconciler.config.settings import Config
+from reconciler.domain.durations import format_duration
+from reconciler.domain.errors import ReconcilerError, RefusedError
+from reconciler.domain.inventory import GroupInventory
+from reconciler.domain.model import NodeGroup
 from reconciler.gitops.plan_edits import committed_groups
-from reconciler.inventory import GroupInventory
 from reconciler.kube.lease import LeaseLost
-from reconciler.model import NodeGroup
 from reconciler.planning.baseline import GONE, Baseline, baseline
 from reconciler.planning.types import CommittedGroup
 

@@ -10,8 +10,8 @@ from collections.abc import Mapping
 
 from reconciler.apply.effects import Effects
 from reconciler.apply.inputs import ApplyInputs
-from reconciler.errors import ReconcilerError
-from reconciler.inventory import GroupInventory
+from reconciler.domain.errors import ReconcilerError
+from reconciler.domain.inventory import GroupInventory
 from reconciler.planning.baseline import baseline
 from reconciler.planning.types import CommittedGroup
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from reconciler.windows import HORIZON, Window, allowed_removals, describe_time, next_opening
+from reconciler.domain.windows import HORIZON, Window, allowed_removals, describe_time, next_opening
 
 # Every note of a removal held back here starts so (after its instance); the metrics tell them apart
 # from refusals by it (reconciler/telemetry/metrics.py).

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from reconciler.aws.clients import aws_errors
-from reconciler.errors import OperationError, RefusedError, UncertainError
+from reconciler.domain.errors import OperationError, RefusedError, UncertainError
 
 if TYPE_CHECKING:
     from mypy_boto3_autoscaling import AutoScalingClient

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from reconciler.config import NodeTemplatesConfig
-from reconciler.model import CPU, MEMORY, PODS, Resources
+from reconciler.config.settings import NodeTemplatesConfig
+from reconciler.domain.model import CPU, MEMORY, PODS, Resources
 
 KI = 2**10
 MI = 2**20

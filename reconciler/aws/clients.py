@@ -39,8 +39,8 @@ from botocore.exceptions import (
 )
 from botocore.parsers import ResponseParserError
 
-from reconciler.config import Config
-from reconciler.errors import OperationError, UserError
+from reconciler.config.settings import Config
+from reconciler.domain.errors import OperationError, UserError
 
 if TYPE_CHECKING:
     from mypy_boto3_autoscaling import AutoScalingClient

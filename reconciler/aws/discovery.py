@@ -29,9 +29,9 @@ from reconciler.aws.groups import (
 )
 from reconciler.aws.instance_types import describe_instance_types
 from reconciler.aws.launch import described_types, launch_types
-from reconciler.config import Config, NodeGroupsConfig
-from reconciler.errors import UserError
-from reconciler.model import NodeGroup
+from reconciler.config.settings import Config, NodeGroupsConfig
+from reconciler.domain.errors import UserError
+from reconciler.domain.model import NodeGroup
 
 if TYPE_CHECKING:
     from mypy_boto3_autoscaling import AutoScalingClient

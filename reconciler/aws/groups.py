@@ -20,8 +20,8 @@ from reconciler.aws.clients import is_aws_endpoint
 from reconciler.aws.instance_types import InstanceTypeInfo
 from reconciler.aws.launch import LaunchTypes
 from reconciler.aws.templates import build_template, parse_template_tags
-from reconciler.config import NodeTemplatesConfig
-from reconciler.model import Instance, NodeGroup
+from reconciler.config.settings import NodeTemplatesConfig
+from reconciler.domain.model import Instance, NodeGroup
 
 if TYPE_CHECKING:
     from mypy_boto3_autoscaling import AutoScalingClient

@@ -20,8 +20,8 @@ from reconciler.aws.calls import CallCounter
 from reconciler.aws.clients import AwsClients, aws_errors, is_aws_endpoint, make_clients
 from reconciler.aws.discovery import ClusterView, Described, describe, discover_node_groups
 from reconciler.aws.groups import Ec2Facts, RefreshChecker
-from reconciler.config import Config
-from reconciler.model import NodeGroup
+from reconciler.config.settings import Config
+from reconciler.domain.model import NodeGroup
 
 
 class AwsReader:

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 from reconciler.aws.allocatable import node_resources
 from reconciler.aws.instance_types import InstanceTypeInfo
-from reconciler.config import NodeTemplatesConfig
-from reconciler.durations import parse_duration
-from reconciler.model import (
+from reconciler.config.settings import NodeTemplatesConfig
+from reconciler.domain.durations import parse_duration
+from reconciler.domain.model import (
     ARCH_LABEL,
     CPU,
     GPU,
@@ -33,7 +33,7 @@ from reconciler.model import (
     Resources,
     Taint,
 )
-from reconciler.quantity import QuantityError, int_value, milli_value
+from reconciler.domain.quantity import QuantityError, int_value, milli_value
 
 NODE_TEMPLATE_PREFIX = "k8s.io/cluster-autoscaler/node-template/"
 LABEL_PREFIX = NODE_TEMPLATE_PREFIX + "label/"

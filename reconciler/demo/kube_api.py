@@ -1873,8 +1873,8 @@ def _json_or_yaml(body: bytes) -> Any:
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError:
-        from reconciler.documents import parse_yaml, yaml_loader
-        from reconciler.errors import UserError
+        from reconciler.config.documents import parse_yaml, yaml_loader
+        from reconciler.domain.errors import UserError
 
         try:  # the shared guarded loader: an apply patch with an anchor bomb is refused, not expanded
             return parse_yaml(body.decode("utf-8", errors="replace"), "body", yaml_loader("safe"))

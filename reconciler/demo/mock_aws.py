@@ -14,7 +14,7 @@ from typing import Any
 
 import boto3
 
-from reconciler.errors import UserError
+from reconciler.domain.errors import UserError
 
 REGION = "us-east-1"
 ZONES = ("us-east-1a", "us-east-1b")

@@ -26,9 +26,10 @@ from ruamel.yaml import YAML
 
 from reconciler.demo.kube_api import FakeKubeAPI
 from reconciler.demo.mock_aws import REGION, create_groups, group_instances, mock_aws
-from reconciler.errors import UserError
+from reconciler.domain.errors import UserError
 
 Echo = Callable[[str], None]
+Command = Callable[[list[str]], None]  # runs one asg-reconciler command line
 _PLACEHOLDER = re.compile(r"\{\{(instance|zone):([\w-]+):(\d+)\}\}")
 PROPOSAL = "asg-reconciler/demo/scale-down"
 
@@ -96,16 +97,14 @@ def _git(*args: str, cwd: Path) -> str:
 
 
 class _Session:
-    def __init__(self, echo: Echo, workdir: Path) -> None:
-        self.echo, self.workdir = echo, workdir
+    def __init__(self, echo: Echo, workdir: Path, command: Command) -> None:
+        self.echo, self.workdir, self.command = echo, workdir, command
 
     def run(self, *args: str) -> None:
         """Print the command as a user would type it, then run it through the real CLI."""
-        from reconciler.cli import cli
-
         shown = " ".join(a.replace(str(self.workdir) + "/", "") for a in args)
         self.echo(f"\n$ asg-reconciler {shown}")
-        cli.main(args=list(args), prog_name="asg-reconciler", standalone_mode=False)
+        self.command(list(args))
 
     def say(self, text: str) -> None:
         self.echo(f"\n# {text}")
@@ -250,13 +249,17 @@ def _hand_over(echo: Echo, workdir: Path, endpoint: str) -> None:
 
 
 def run_demo(
-    echo: Echo, keep: Path | None = None, wait: Callable[[], None] = _sleep_until_interrupted
+    echo: Echo,
+    command: Command,
+    keep: Path | None = None,
+    wait: Callable[[], None] = _sleep_until_interrupted,
 ) -> None:
-    """The walkthrough; with `keep`, its files stay in that directory and the mock AWS and the fake
-    Kubernetes API keep serving until `wait` returns or raises (Ctrl-C), so a person can go on by
-    hand."""
+    """The walkthrough; `command` runs one `asg-reconciler` command line in this process (the CLI
+    passes itself, so the demo shows the real commands against the in-process AWS mock). With
+    `keep`, its files stay in that directory and the mock AWS and the fake Kubernetes API keep
+    serving until `wait` returns or raises (Ctrl-C), so a person can go on by hand."""
     with _workdir(keep) as workdir, mock_aws() as endpoint, FakeKubeAPI() as kube:
-        demo = _Session(echo, workdir)
+        demo = _Session(echo, workdir, command)
         echo(f"# asg-reconciler demo: AWS is an in-process moto server at {endpoint}")
         instances = create_groups()
         for name, launched in sorted(instances.items()):

@@ -21,12 +21,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from reconciler.errors import UserError
+from reconciler.domain.errors import UserError
+from reconciler.domain.model import NodeGroup
 from reconciler.gitops.manifest import parse_manifest
 from reconciler.gitops.manifest_edit import ManifestEditor
 from reconciler.gitops.records import ApplyRecord, GroupRecord, last_desired
 from reconciler.gitops.trailers import SOURCE_EXTERNAL, CapacityMessage, Change, Reason, build_message
-from reconciler.model import NodeGroup
 from reconciler.planning.baseline import baseline
 from reconciler.planning.types import CommittedGroup
 

@@ -28,9 +28,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from reconciler.apply.approval.base import Verdict
-from reconciler.documents import decode_utf8
-from reconciler.errors import OperationError, RefusedError, UserError
+from reconciler.config.documents import decode_utf8
+from reconciler.domain.errors import OperationError, RefusedError, UserError
+from reconciler.domain.verdict import Verdict
 from reconciler.gitops.repo import WorkingCopy, redact
 
 log = logging.getLogger(__name__)

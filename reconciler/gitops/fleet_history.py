@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path, PurePosixPath
 
-from reconciler.errors import UserError
+from reconciler.domain.errors import UserError
 from reconciler.gitops.history import (
     KIND_APPLY,
     KIND_CHANGE,

@@ -17,10 +17,9 @@ import tempfile
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-from reconciler import output
-from reconciler.errors import OperationError, UserError
+from reconciler.domain.errors import OperationError, UserError
 from reconciler.gitops.trailers import Scanned, last_paragraph, scan_trailers
 
 NOTES_REF = "refs/notes/asg-reconciler"
@@ -574,81 +573,3 @@ def parse_since(text: str, now: datetime) -> datetime:
 
 
 # -------------------------------------------------------------------------------------- rendering
-
-COLUMNS = (
-    "time",
-    "kind",
-    "cluster",
-    "group",
-    "from",
-    "to",
-    "direction",
-    "reason",
-    "source",
-    "instances",
-    "commit",
-    "author",
-    "author_email",
-    "proposal",
-    "merged_by",
-)
-_TABLE = ("TIME", "GROUP", "FROM -> TO", "DIR", "REASON", "COMMIT", "AUTHOR", "PROPOSAL", "MERGED BY")
-
-
-def history_rows(entries: Sequence[Entry]) -> list[dict[str, Any]]:
-    """Entries as plain rows with stable keys (`COLUMNS`), the shape json and csv print."""
-    return [
-        {
-            "time": e.time.astimezone(UTC).isoformat().replace("+00:00", "Z"),
-            "kind": e.kind,
-            "cluster": e.cluster,
-            "group": e.group,
-            "from": e.before,
-            "to": e.after,
-            "direction": e.direction,
-            "reason": e.reason,
-            "source": e.source,
-            "instances": list(e.instances),
-            "commit": e.commit,
-            "author": e.author,
-            "author_email": e.author_email,
-            "proposal": e.proposal,
-            "merged_by": e.merged_by,
-        }
-        for e in entries
-    ]
-
-
-def render_history(entries: Sequence[Entry], fmt: str = "table") -> str:
-    rows = history_rows(entries)
-    if fmt == "json":
-        return output.to_json(rows)
-    if fmt == "yaml":
-        return output.to_yaml(rows)
-    if fmt == "csv":
-        return output.to_csv(rows, COLUMNS)
-    if fmt != "table":
-        raise UserError(f"--output {fmt!r}: use one of {', '.join(output.FORMATS)}")
-    if not rows:
-        return "no capacity commits yet (or none match the filters)\n"
-    cells = [
-        (
-            row["time"].replace("T", " ").removesuffix("Z"),
-            row["group"],
-            _arrow(entry),
-            row["direction"] + (" (external)" if entry.source else ""),
-            row["reason"],
-            entry.commit[:12],
-            row["author"],
-            row["proposal"],
-            row["merged_by"],
-        )
-        for row, entry in zip(rows, entries, strict=True)
-    ]
-    return output.table(cells, _TABLE)
-
-
-def _arrow(entry: Entry) -> str:
-    if entry.before is None or entry.after is None:
-        return f"-{len(entry.instances)}" if entry.instances else ""
-    return f"{entry.before} -> {entry.after}"

@@ -19,11 +19,11 @@ from typing import Any
 
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
-from reconciler.documents import Problem, check, parse_yaml
-from reconciler.errors import UserError
-from reconciler.model import CPU, EPHEMERAL_STORAGE, MEMORY, Resources
+from reconciler.config.documents import Problem, check, parse_yaml
+from reconciler.domain.errors import UserError
+from reconciler.domain.model import CPU, EPHEMERAL_STORAGE, MEMORY, Resources
+from reconciler.domain.quantity import QuantityError, int_value, milli_value, parse_quantity
 from reconciler.planning.types import Headroom
-from reconciler.quantity import QuantityError, int_value, milli_value, parse_quantity
 
 SCHEMA = "manifest"
 MIRROR_KEYS = ("minSize", "maxSize")

@@ -22,8 +22,8 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import YAMLError
 
-from reconciler.documents import Problem, parse_yaml, plain, yaml_loader
-from reconciler.errors import UserError
+from reconciler.config.documents import Problem, parse_yaml, plain, yaml_loader
+from reconciler.domain.errors import UserError
 from reconciler.gitops.manifest import Manifest, Removal, document_problems, from_document
 from reconciler.gitops.textmerge import carry_over
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from reconciler.domain.markdown import BODY_BUDGET, GITHUB_BODY_LIMIT, Part, code, fit, inline
 from reconciler.gitops.manifest import GroupEntry, Manifest, Removal, parse_manifest
 from reconciler.gitops.manifest_edit import ManifestEditor
 from reconciler.gitops.trailers import (
@@ -22,7 +23,6 @@ from reconciler.gitops.trailers import (
     build_message,
     summarize,
 )
-from reconciler.markdown import BODY_BUDGET, GITHUB_BODY_LIMIT, Part, code, fit, inline
 from reconciler.planning.types import SCALE_DOWN, CommittedGroup, GroupPlan, Plan
 
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import git
 
-from reconciler.errors import UserError
+from reconciler.domain.errors import UserError
 from reconciler.gitops.plan_edits import listed_removals
 from reconciler.gitops.publish import proposal_branch
 from reconciler.gitops.repo import WorkingCopy

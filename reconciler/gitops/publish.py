@@ -12,15 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from reconciler.config import Config
-from reconciler.errors import OperationError
+from reconciler.config.settings import Config
+from reconciler.domain.errors import OperationError
+from reconciler.domain.markdown import BODY_BUDGET, GITHUB_BODY_LIMIT, Part, fenced, fit, inline
 from reconciler.gitops.forge import Forge, PullRequest, open_or_update
 from reconciler.gitops.manifest_edit import ManifestEditor
 from reconciler.gitops.plan_edits import listed_removals, main_edits, proposal_draft, restore_note
 from reconciler.gitops.repo import PushRejected, Update, WorkingCopy
 from reconciler.gitops.state import State, save_state
 from reconciler.gitops.trailers import CapacityMessage, Change, Reason, build_message
-from reconciler.markdown import BODY_BUDGET, GITHUB_BODY_LIMIT, Part, fenced, fit, inline
 from reconciler.planning.types import Plan
 
 

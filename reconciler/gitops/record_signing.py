@@ -23,7 +23,7 @@ from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from reconciler.errors import UserError
+from reconciler.domain.errors import UserError
 
 __all__ = ["ALGORITHM", "Signer", "Verifier", "fingerprint", "load_signer", "load_verifier"]
 

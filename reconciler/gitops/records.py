@@ -30,8 +30,9 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from reconciler.documents import JSON_TOO_DEEP
-from reconciler.errors import OperationError
+from reconciler.config.documents import JSON_TOO_DEEP
+from reconciler.domain.errors import OperationError
+from reconciler.domain.model import APPLY_LEASE_NAMESPACE, APPLY_LEASE_PREFIX, RECORD_ANCHOR_ANNOTATION
 from reconciler.gitops.history import KIND_APPLY, NOTES_REF, Entry, LogRecord
 from reconciler.gitops.record_signing import Signer, Verifier
 from reconciler.gitops.repo import (
@@ -42,7 +43,6 @@ from reconciler.gitops.repo import (
     Update,
     WorkingCopy,
 )
-from reconciler.model import APPLY_LEASE_NAMESPACE, APPLY_LEASE_PREFIX, RECORD_ANCHOR_ANNOTATION
 
 __all__ = [
     "ACTIONS",

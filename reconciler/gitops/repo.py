@@ -38,9 +38,9 @@ from tenacity import (
 )
 from tenacity.wait import WaitBaseT
 
-from reconciler.config import GitConfig
-from reconciler.documents import decode_utf8
-from reconciler.errors import OperationError, UserError
+from reconciler.config.documents import decode_utf8
+from reconciler.config.settings import GitConfig
+from reconciler.domain.errors import OperationError, UserError
 
 REMOTE = "origin"
 _MARKER = "asg-reconciler-workdir"

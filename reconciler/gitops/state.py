@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from reconciler.documents import JSON_TOO_DEEP
-from reconciler.errors import UserError
+from reconciler.config.documents import JSON_TOO_DEEP
+from reconciler.domain.errors import UserError
 from reconciler.gitops.repo import Update, WorkingCopy
 from reconciler.planning.types import Backoff  # the planner's own record, stored as is
 

@@ -15,9 +15,9 @@ from typing import Any
 
 import git
 
-from reconciler.config import config_from_document
-from reconciler.documents import Problem, check, decode_utf8, parse_yaml
-from reconciler.errors import UserError
+from reconciler.config.documents import Problem, check, decode_utf8, parse_yaml
+from reconciler.config.settings import config_from_document
+from reconciler.domain.errors import UserError
 from reconciler.gitops.manifest import (
     document_problems,
     from_document,

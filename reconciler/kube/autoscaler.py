@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
-from reconciler.model import AutoscalerPresence
+from reconciler.domain.model import AutoscalerPresence
 
 FRESH_FOR = timedelta(minutes=10)
 DEFAULT_STATUS_CONFIGMAP = "cluster-autoscaler-status"

@@ -48,13 +48,13 @@ import urllib3
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from reconciler.errors import OperationError, ReconcilerError
+from reconciler.domain.errors import OperationError, ReconcilerError
+from reconciler.domain.model import ClusterState, Pod
 from reconciler.kube.autoscaler import DEFAULT_LEASE, DEFAULT_STATUS_CONFIGMAP, detect_autoscaler
 from reconciler.kube.live import NAMESPACES_FORBIDDEN, REQUIRED_KINDS, ListForbidden, LiveReader
 from reconciler.kube.parse import TERMINAL_PHASES, ObjectReader, Raw
 from reconciler.kube.retry import no_answer, transient
 from reconciler.kube.schema import item_decoder
-from reconciler.model import ClusterState, Pod
 
 _log = logging.getLogger(__name__)
 

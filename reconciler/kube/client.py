@@ -25,8 +25,8 @@ from kubernetes import config as k8s_config
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.config.kube_config import KUBE_CONFIG_DEFAULT_LOCATION, KubeConfigMerger
 
-from reconciler.config import Config, KubernetesConfig
-from reconciler.errors import UserError
+from reconciler.config.settings import Config, KubernetesConfig
+from reconciler.domain.errors import UserError
 from reconciler.kube.retry import timed_out
 
 URLLIB3_RETRIES = 3  # a refused or dropped connection, tried again at once by urllib3

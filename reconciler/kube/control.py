@@ -37,8 +37,8 @@ import urllib3
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from reconciler.config import Config
-from reconciler.errors import RefusedError
+from reconciler.config.settings import Config
+from reconciler.domain.errors import RefusedError
 from reconciler.kube.client import run_namespace
 from reconciler.kube.live import api_error, unreachable
 from reconciler.kube.retry import with_retries

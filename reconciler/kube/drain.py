@@ -36,12 +36,12 @@ import urllib3
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from reconciler.durations import format_duration
-from reconciler.errors import OperationError, RefusedError
+from reconciler.domain.durations import format_duration
+from reconciler.domain.errors import OperationError, RefusedError
+from reconciler.domain.model import DAEMONSET_POD, MIRROR_POD, OWN_DRAIN_TAINT, instance_id_from_provider_id
 from reconciler.kube.live import ContinueExpired, continue_expired, restarting, unreachable
 from reconciler.kube.live import api_error as live_api_error
 from reconciler.kube.retry import ATTEMPTS, transient, with_retries
-from reconciler.model import DAEMONSET_POD, MIRROR_POD, OWN_DRAIN_TAINT, instance_id_from_provider_id
 
 T = TypeVar("T")
 

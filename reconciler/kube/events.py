@@ -42,8 +42,8 @@ import urllib3
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from reconciler.domain.event import NODE, EventSpec
 from reconciler.kube.retry import no_answer, transient
-from reconciler.telemetry.events import NODE, EventSpec
 
 _log = logging.getLogger(__name__)
 

@@ -47,9 +47,9 @@ import urllib3
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from reconciler.errors import OperationError, RefusedError
+from reconciler.domain.errors import OperationError, RefusedError
+from reconciler.domain.model import APPLY_LEASE_NAMESPACE, APPLY_LEASE_PREFIX, RECORD_ANCHOR_ANNOTATION
 from reconciler.kube.live import api_error, unreachable
-from reconciler.model import APPLY_LEASE_NAMESPACE, APPLY_LEASE_PREFIX, RECORD_ANCHOR_ANNOTATION
 
 _log = logging.getLogger(__name__)
 

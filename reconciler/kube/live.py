@@ -31,12 +31,12 @@ import urllib3
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from reconciler.errors import OperationError
+from reconciler.domain.errors import OperationError
+from reconciler.domain.model import ClusterState
 from reconciler.kube.autoscaler import DEFAULT_LEASE, DEFAULT_STATUS_CONFIGMAP
 from reconciler.kube.retry import timed_out, with_retries
 from reconciler.kube.schema import list_decoder
 from reconciler.kube.state import StateBuilder
-from reconciler.model import ClusterState
 
 NOT_TERMINAL = "status.phase!=Succeeded,status.phase!=Failed"
 LIST_RESTARTS = 3  # times a paged list whose continue token expired is started again, then it fails

@@ -15,8 +15,8 @@ from typing import Any
 
 import msgspec
 
-from reconciler.errors import UserError
-from reconciler.model import (
+from reconciler.domain.errors import UserError
+from reconciler.domain.model import (
     CPU,
     DEFAULT_GRACE_PERIOD_SECONDS,
     LEGACY_ZONE_LABEL,
@@ -44,7 +44,7 @@ from reconciler.model import (
     TopologySpreadConstraint,
     Volumes,
 )
-from reconciler.quantity import QuantityError, int_value, milli_value
+from reconciler.domain.quantity import QuantityError, int_value, milli_value
 
 Raw = Mapping[str, Any]
 

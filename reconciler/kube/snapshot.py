@@ -12,7 +12,7 @@ A single JSON document (the large case) is decoded with the pruned schemas of `k
 An empty list (`{"kind": "List", "items": []}`, what kubectl prints for a cluster with nothing in
 it) is a snapshot of an empty cluster: no nodes, no pods. An empty file, or JSON with no objects and
 no list, is not a snapshot. Whether a snapshot is whole enough to plan on (nodes and pods both there)
-is `reconciler.snapshot_completeness`'s question, asked once the ASGs are known.
+is `reconciler.domain.snapshot_completeness`'s question, asked once the ASGs are known.
 
 Namespaces come from whatever Namespace objects the snapshot holds (`kubectl get namespaces`); a
 snapshot without any (`kubectl cluster-info dump` prints none) leaves `ClusterState.namespaces` None:
@@ -31,12 +31,12 @@ from typing import Any
 import msgspec
 from ruamel.yaml.error import YAMLError
 
-from reconciler.documents import JSON_TOO_DEEP, parse_yaml_all
-from reconciler.errors import UserError
+from reconciler.config.documents import JSON_TOO_DEEP, parse_yaml_all
+from reconciler.domain.errors import UserError
+from reconciler.domain.model import ClusterState
+from reconciler.domain.snapshot_completeness import COMPLETE_DUMP
 from reconciler.kube.schema import READ_KINDS, envelope_decoder, item_decoder, kind_decoder
 from reconciler.kube.state import StateBuilder
-from reconciler.model import ClusterState
-from reconciler.snapshot_completeness import COMPLETE_DUMP
 
 _SUFFIXES = (".json", ".yaml", ".yml")
 _NO_KIND = (

@@ -6,9 +6,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from operator import attrgetter
 
-from reconciler.kube.autoscaler import DEFAULT_LEASE, DEFAULT_STATUS_CONFIGMAP, detect_autoscaler
-from reconciler.kube.parse import TERMINAL_PHASES, ObjectReader, Raw
-from reconciler.model import (
+from reconciler.domain.model import (
     ClusterState,
     DaemonSet,
     Node,
@@ -17,6 +15,8 @@ from reconciler.model import (
     Pod,
     PodDisruptionBudget,
 )
+from reconciler.kube.autoscaler import DEFAULT_LEASE, DEFAULT_STATUS_CONFIGMAP, detect_autoscaler
+from reconciler.kube.parse import TERMINAL_PHASES, ObjectReader, Raw
 
 _BY_NAME = attrgetter("name")
 _BY_NAMESPACED_NAME = attrgetter("namespace", "name")

@@ -2,7 +2,7 @@
 
 `what-if` reads Kubernetes YAML or JSON: Deployment, StatefulSet, ReplicaSet, ReplicationController,
 Job, CronJob (one run of its job template), Pod and DaemonSet; multi-document files, `kind: List`
-and typed lists (`DeploymentList`). Every document goes through `reconciler.documents.parse_yaml`, the
+and typed lists (`DeploymentList`). Every document goes through `reconciler.config.documents.parse_yaml`, the
 one YAML entry point for user files (its limits apply here too), and every pod a workload would run
 is built as a pod object and read by the project's own pod parser (`kube.parse`), so requests (init
 containers, sidecars, overhead, pod-level resources), scheduling and volumes are read exactly as for
@@ -25,11 +25,11 @@ from typing import Any
 
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
-from reconciler.documents import parse_yaml, plain
-from reconciler.errors import UserError
+from reconciler.config.documents import parse_yaml, plain
+from reconciler.domain.errors import UserError
+from reconciler.domain.model import ClusterState, LabelSelector, OwnerRef, Pod
 from reconciler.kube.parse import ObjectReader, label_selector
 from reconciler.kube.workload_shape import shape_problem
-from reconciler.model import ClusterState, LabelSelector, OwnerRef, Pod
 
 DEPLOYMENT = "Deployment"
 STATEFUL_SET = "StatefulSet"

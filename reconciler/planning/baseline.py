@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from reconciler.model import NodeGroup
+from reconciler.domain.model import NodeGroup
 from reconciler.planning.types import CommittedGroup
 
 

@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from reconciler.config import ScaleDownConfig
-from reconciler.model import SAFE_TO_EVICT, SAFE_TO_EVICT_LOCAL_VOLUMES, Pod, PodDisruptionBudget
+from reconciler.config.settings import ScaleDownConfig
+from reconciler.domain.model import SAFE_TO_EVICT, SAFE_TO_EVICT_LOCAL_VOLUMES, Pod, PodDisruptionBudget
 from reconciler.planning.selectors import label_selector_matches
 from reconciler.planning.simnode import TERMINAL_PHASES
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from reconciler.model import Pod, Resources, Scheduling
+from reconciler.domain.model import Pod, Resources, Scheduling
 
 ClassKey = tuple[str, str, str, int, int, int, tuple[str, ...]]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from reconciler.model import Pod
+from reconciler.domain.model import Pod
 from reconciler.planning.equivalence import ClassKey, EquivalenceClass
 from reconciler.planning.freeindex import ANY
 from reconciler.planning.placement import Demand

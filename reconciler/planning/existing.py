@@ -10,8 +10,8 @@ there for any of them. Plan and scale-down build their simulated nodes here, so 
 
 from __future__ import annotations
 
-from reconciler.inventory import Inventory
-from reconciler.model import Node
+from reconciler.domain.inventory import Inventory
+from reconciler.domain.model import Node
 from reconciler.planning.simnode import TERMINAL_PHASES, SimNode
 
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from reconciler.inventory import GroupInventory
-from reconciler.model import EMPTY_MAPPING, Pod, Scheduling, Taint, Toleration
+from reconciler.domain.inventory import GroupInventory
+from reconciler.domain.model import EMPTY_MAPPING, Pod, Scheduling, Taint, Toleration
 from reconciler.planning.placement import Demand, NodePool
 from reconciler.planning.predicates import PredicateContext, check
 from reconciler.planning.scale_up import Candidate, Limits

@@ -15,7 +15,7 @@ from bisect import bisect_left
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
-from reconciler.model import CPU, MEMORY, PODS, Pod
+from reconciler.domain.model import CPU, MEMORY, PODS, Pod
 from reconciler.planning.equivalence import Classifier, ClassKey
 from reconciler.planning.freeindex import ANY, FreeIndex
 from reconciler.planning.predicates import NO_CONTEXT, PredicateContext, fits_besides_resources

@@ -17,10 +17,11 @@ from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from reconciler.config import Config
-from reconciler.durations import format_duration, parse_duration
-from reconciler.inventory import GroupInventory
-from reconciler.model import CPU, MEMORY, POD_SCALE_UP_DELAY, Instance, Node, Pod
+from reconciler.config.settings import Config
+from reconciler.domain.durations import format_duration, parse_duration
+from reconciler.domain.inventory import GroupInventory
+from reconciler.domain.model import CPU, MEMORY, POD_SCALE_UP_DELAY, Instance, Node, Pod
+from reconciler.domain.windows import closed_notice, longest_wait
 from reconciler.planning import headroom
 from reconciler.planning.baseline import Baseline, baseline
 from reconciler.planning.drainability import stays_on_node
@@ -45,7 +46,6 @@ from reconciler.planning.types import (
     Removal,
     UnremovableNode,
 )
-from reconciler.windows import closed_notice, longest_wait
 
 _LAUNCHING = frozenset({"Pending", "Pending:Wait", "Pending:Proceed", "InService"})
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from reconciler.model import (
+from reconciler.domain.model import (
     CPU,
     EPHEMERAL_STORAGE,
     HOSTNAME_LABEL,

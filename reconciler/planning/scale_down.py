@@ -23,9 +23,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from reconciler.config import ScaleDownConfig
-from reconciler.inventory import GroupInventory
-from reconciler.model import GPU, OWN_DRAIN_TAINT, SCALE_DOWN_DISABLED, Instance, Node, Pod, Scheduling
+from reconciler.config.settings import ScaleDownConfig
+from reconciler.domain.inventory import GroupInventory
+from reconciler.domain.model import GPU, OWN_DRAIN_TAINT, SCALE_DOWN_DISABLED, Instance, Node, Pod, Scheduling
 from reconciler.planning.drainability import (
     BLOCKS,
     MOVES,

@@ -13,8 +13,8 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from reconciler.config import Config
-from reconciler.model import CPU, HOSTNAME_LABEL, MEMORY, NodeTemplate, Pod
+from reconciler.config.settings import Config
+from reconciler.domain.model import CPU, HOSTNAME_LABEL, MEMORY, NodeTemplate, Pod
 from reconciler.planning.equivalence import ClassKey, group_pods
 from reconciler.planning.estimator import Estimate, estimate
 from reconciler.planning.expanders import build_chain

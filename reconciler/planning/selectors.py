@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from reconciler.model import LabelSelector, NodeSelectorTerm, SelectorRequirement, Taint, Toleration
+from reconciler.domain.model import LabelSelector, NodeSelectorTerm, SelectorRequirement, Taint, Toleration
 
 IN = "In"
 NOT_IN = "NotIn"

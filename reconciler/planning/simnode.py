@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from reconciler.model import (
+from reconciler.domain.model import (
     CPU,
     HOSTNAME_LABEL,
     LEGACY_ZONE_LABEL,

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from reconciler.model import (
+from reconciler.domain.model import (
     HOSTNAME_LABEL,
     ZONE_LABEL,
     LabelSelector,

@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from reconciler.config import Config
-from reconciler.inventory import Inventory
-from reconciler.model import CPU, EPHEMERAL_STORAGE, MEMORY, Resources
-from reconciler.quantity import format_bytes, format_cpu
+from reconciler.config.settings import Config
+from reconciler.domain.inventory import Inventory
+from reconciler.domain.model import CPU, EPHEMERAL_STORAGE, MEMORY, Resources
+from reconciler.domain.quantity import format_bytes, format_cpu
 
 SCALE_UP = "scale-up"
 SCALE_DOWN = "scale-down"

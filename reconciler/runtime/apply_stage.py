@@ -46,8 +46,8 @@ from reconciler.aws.actuation import Actuator
 from reconciler.aws.clients import AwsClients, make_clients
 from reconciler.aws.discovery import nothing_found
 from reconciler.aws.reader import AwsReader
-from reconciler.config import Config
-from reconciler.errors import OperationError, ReconcilerError, RefusedError, StopRequested, UserError
+from reconciler.config.settings import Config
+from reconciler.domain.errors import OperationError, ReconcilerError, RefusedError, StopRequested, UserError
 from reconciler.gitops.forge.base import Forge
 from reconciler.gitops.manifest import Manifest
 from reconciler.gitops.plan_edits import committed_groups
@@ -70,7 +70,7 @@ from reconciler.kube.control import SuspendedError, Switch
 from reconciler.kube.drain import NodeDrainer
 from reconciler.kube.lease import ApplyLease, LeaseLost
 from reconciler.runtime.plan_stage import read_manifest, working_copy
-from reconciler.world import observe
+from reconciler.runtime.world import observe
 
 _log = logging.getLogger(__name__)
 _HEX = re.compile(r"[0-9a-f]{7,64}")

@@ -9,9 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from reconciler.apply.approval import make_gate
-from reconciler.apply.approval.base import Verdict
-from reconciler.config import Config
-from reconciler.errors import UserError
+from reconciler.config.settings import Config
+from reconciler.domain.errors import UserError
+from reconciler.domain.verdict import Verdict
 from reconciler.gitops.approve import approve
 from reconciler.gitops.manifest import parse_manifest
 

@@ -10,8 +10,8 @@ import hashlib
 import os
 from pathlib import Path
 
-from reconciler.config import Config
-from reconciler.errors import UserError
+from reconciler.config.settings import Config
+from reconciler.domain.errors import UserError
 from reconciler.gitops.repo import WorkingCopy
 
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from reconciler.check_render import render_check_markdown, render_failed_markdown
-from reconciler.config import Config
-from reconciler.errors import OperationError, ReconcilerError, RefusedError, UserError
+from reconciler.config.settings import Config
+from reconciler.domain.errors import OperationError, ReconcilerError, RefusedError, UserError
+from reconciler.domain.markdown import BODY_BUDGET
 from reconciler.gitops.forge import make_forge
 from reconciler.gitops.forge.base import Forge
-from reconciler.markdown import BODY_BUDGET
 from reconciler.runtime.check_stage import LEGACY_MARKER, MARKER_PREFIX, check_once
+from reconciler.views.check import render_check_markdown, render_failed_markdown
 
 
 def comment_marker(cluster: str) -> str:

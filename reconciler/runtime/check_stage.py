@@ -25,7 +25,7 @@ import contextlib
 import secrets
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -33,69 +33,18 @@ import git
 
 from reconciler.apply.changes import trace_removals
 from reconciler.apply.outcome import ApplyReport
-from reconciler.config import Config
-from reconciler.errors import OperationError, ReconcilerError, UserError
+from reconciler.config.settings import Config
+from reconciler.domain.errors import OperationError, ReconcilerError, UserError
 from reconciler.gitops.manifest import Manifest
 from reconciler.gitops.repo import REMOTE, WorkingCopy
 from reconciler.gitops.validate import validate_files
 from reconciler.runtime.apply_stage import ApplyRun, GateAt, apply_once, manifests_reader, resolve_ref
 from reconciler.runtime.plan_stage import working_copy
+from reconciler.views.check_report import ALREADY_ON_BRANCH, FAST_FORWARD, MERGE, CheckReport, GateLine
 
 MARKER_PREFIX = "<!-- asg-reconciler:check"  # then ` cluster=NAME -->`: comment_marker
 LEGACY_MARKER = "<!-- asg-reconciler check -->"  # before: one comment for every cluster
 _PRIVATE = "refs/asg-reconciler-check"
-
-ALREADY_ON_BRANCH = "on-branch"
-FAST_FORWARD = "fast-forward"
-MERGE = "merge"
-
-
-@dataclass(frozen=True)
-class GateLine:
-    """The gate's verdict on one removal REF brings: which commit would bring it, and the answer."""
-
-    group: str
-    instance: str
-    commit: str
-    approved: bool
-    reason: str
-
-
-@dataclass(frozen=True)
-class CheckReport:
-    ref: str  # as given
-    commit: str  # what it resolved to
-    branch: str
-    tip: str  # the branch's tip it was judged against
-    landing: str  # ALREADY_ON_BRANCH | FAST_FORWARD | MERGE
-    manifest_path: str
-    approval_mode: str
-    landed: str = ""  # the commit judged as the branch's new tip (MERGE: made here, never pushed)
-    errors: tuple[str, ...] = ()  # validate's
-    warnings: tuple[str, ...] = ()
-    verdicts: tuple[GateLine, ...] = ()
-    gate_error: str = ""  # the gate could not be asked (its settings, git, the forge)
-    gate_error_code: int = 0
-    dry_run: ApplyReport | None = None
-    dry_run_error: str = ""  # apply refused or failed before it reached the groups
-    dry_run_error_code: int = 0
-    notes: tuple[str, ...] = field(default_factory=tuple)
-
-    @property
-    def exit_code(self) -> int:
-        """DESIGN §5.1: 2 for a broken manifest or config, else 1 if something failed, else 3 if a
-        gate refused (REF's removal unapproved, or the dry run refused), else 0."""
-        if self.errors:
-            return 2
-        codes = {self.gate_error_code, self.dry_run_error_code}
-        if self.dry_run is not None:
-            codes.add(self.dry_run.exit_code)
-        if any(not v.approved for v in self.verdicts):
-            codes.add(3)
-        for code in (2, 1, 130, 3):
-            if code in codes:
-                return code
-        return 0
 
 
 def check_once(config: Config, ref: str, now: datetime, *, pull_request: int | None = None) -> CheckReport:

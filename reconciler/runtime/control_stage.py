@@ -10,7 +10,7 @@ import getpass
 import socket
 import subprocess
 
-from reconciler.config import Config
+from reconciler.config.settings import Config
 from reconciler.kube.client import api_client, run_namespace
 from reconciler.kube.control import Control, ControlMap
 

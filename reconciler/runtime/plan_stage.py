@@ -14,8 +14,10 @@ from pathlib import Path
 from reconciler.aws.calls import difference
 from reconciler.aws.discovery import nothing_found
 from reconciler.aws.reader import AwsReader
-from reconciler.config import Config
-from reconciler.errors import UserError
+from reconciler.config.settings import Config
+from reconciler.domain.errors import UserError
+from reconciler.domain.inventory import Inventory
+from reconciler.domain.model import ClusterState
 from reconciler.gitops.adopt import (
     Adoption,
     AdoptionEdit,
@@ -32,13 +34,11 @@ from reconciler.gitops.publish import Published, proposal_branch, publish
 from reconciler.gitops.records import Records, last_desired, last_scale_up, read_records
 from reconciler.gitops.repo import Update, WorkingCopy
 from reconciler.gitops.state import load_state
-from reconciler.inventory import Inventory
-from reconciler.model import ClusterState
 from reconciler.planning.plan import make_plan
 from reconciler.planning.types import CommittedGroup, Plan, PlanInputs, PlannerMemory
 from reconciler.runtime.capacity_repo import default_work_dir as default_work_dir
 from reconciler.runtime.capacity_repo import working_copy as working_copy
-from reconciler.world import observe
+from reconciler.runtime.world import observe
 
 
 @dataclass(frozen=True)

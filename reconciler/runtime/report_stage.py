@@ -18,14 +18,14 @@ from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import TextIO
 
-from reconciler.config import Config
-from reconciler.errors import UserError
+from reconciler.config.settings import Config
+from reconciler.domain.errors import UserError
 from reconciler.gitops.fleet_history import build_fleet, read_fleet
 from reconciler.gitops.history import parse_since
 from reconciler.gitops.record_signing import load_verifier
 from reconciler.gitops.records import NOTES_REF, history_entries
-from reconciler.history_report import render_report
 from reconciler.runtime.capacity_repo import working_copy
+from reconciler.views.history_html import render_report
 
 REMOTE_BRANCHES = "refs/remotes/origin/"
 

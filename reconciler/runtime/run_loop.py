@@ -29,8 +29,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from reconciler.aws.reader import AwsReader
-from reconciler.config import Config, load_config
-from reconciler.errors import OperationError, ReconcilerError, RefusedError, StopRequested, UserError
+from reconciler.config.settings import Config, load_config
+from reconciler.domain.errors import OperationError, ReconcilerError, RefusedError, StopRequested, UserError
+from reconciler.domain.event import EventSpec
 from reconciler.gitops.proposal import OpenProposal, open_proposal
 from reconciler.gitops.repo import WorkingCopy
 from reconciler.kube.cache import KINDS as CACHE_KINDS
@@ -45,7 +46,7 @@ from reconciler.runtime.apply_stage import LoopHooks, apply_once
 from reconciler.runtime.plan_stage import PlanRun, default_work_dir, plan_once
 from reconciler.runtime.pod_batches import Batch, PodBatcher
 from reconciler.runtime.shutdown import Shutdown
-from reconciler.telemetry.events import EventSpec, apply_events, plan_events
+from reconciler.telemetry.events import apply_events, plan_events
 from reconciler.telemetry.metrics import Metrics
 from reconciler.telemetry.server import Health, TelemetryServer
 from reconciler.telemetry.status import StageResult, render_status, settle, status_document

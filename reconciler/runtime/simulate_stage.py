@@ -13,9 +13,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from reconciler.config import CONFIG_ENV, DEFAULT_CONFIG_FILE, Config, load_config
-from reconciler.documents import JSON_TOO_DEEP
-from reconciler.errors import UserError
+from reconciler.config.documents import JSON_TOO_DEEP
+from reconciler.config.settings import CONFIG_ENV, DEFAULT_CONFIG_FILE, Config, load_config
+from reconciler.domain.errors import UserError
+from reconciler.domain.windows import allowed_removals, zone
 from reconciler.simulation.cluster import instance_types_from_document, prices_from_document
 from reconciler.simulation.engine import Settings, simulate, steps_of
 from reconciler.simulation.policies import (
@@ -31,7 +32,6 @@ from reconciler.simulation.policies import (
 )
 from reconciler.simulation.report import SimulationReport
 from reconciler.simulation.trace import read_trace
-from reconciler.windows import allowed_removals, zone
 
 
 @dataclass(frozen=True)

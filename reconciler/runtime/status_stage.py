@@ -13,14 +13,14 @@ from pathlib import Path
 
 from reconciler.aws.discovery import nothing_found
 from reconciler.aws.reader import AwsReader
-from reconciler.config import Config
-from reconciler.errors import ReconcilerError, UserError
+from reconciler.config.settings import Config
+from reconciler.domain.errors import ReconcilerError, UserError
 from reconciler.gitops.proposal import open_proposal
 from reconciler.kube.client import api_client
 from reconciler.kube.control import Switch
 from reconciler.runtime.plan_stage import committed_on_main, working_copy
-from reconciler.status import ProposalStatus, StatusReport, build_status
-from reconciler.world import observe
+from reconciler.runtime.world import observe
+from reconciler.views.status import ProposalStatus, StatusReport, build_status
 
 
 def status_once(config: Config, snapshot: Path | None, now: datetime) -> StatusReport:

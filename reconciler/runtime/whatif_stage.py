@@ -26,9 +26,11 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
-from reconciler.config import Config
-from reconciler.errors import ReconcilerError
-from reconciler.inventory import Inventory, build_inventory
+from reconciler.config.settings import Config
+from reconciler.domain.errors import ReconcilerError
+from reconciler.domain.inventory import Inventory, build_inventory
+from reconciler.domain.markdown import inline
+from reconciler.domain.model import DaemonSet, Pod
 from reconciler.kube.parse import ObjectReader
 from reconciler.kube.workloads import (
     DAEMON_SET,
@@ -43,15 +45,13 @@ from reconciler.kube.workloads import (
     read_workloads,
     running_pods,
 )
-from reconciler.markdown import inline
-from reconciler.model import DaemonSet, Pod
 from reconciler.planning.predicates import check
 from reconciler.planning.simnode import DAEMONSET_TOLERATIONS, SimNode, daemonset_runs_on
 from reconciler.planning.types import Plan
 from reconciler.runtime.check_comment import comment_on, forge_for_comments
 from reconciler.runtime.plan_stage import plan_once
 from reconciler.runtime.simulate_stage import load_prices, shipped_prices_region
-from reconciler.whatif_report import MARKER, NEW_NODE, GroupNeed, PodAnswer, WhatIfReport, WorkloadLine
+from reconciler.views.whatif_report import MARKER, NEW_NODE, GroupNeed, PodAnswer, WhatIfReport, WorkloadLine
 
 # The DaemonSet controller's pods come at once: placed before the workload's (oldest first).
 _DAEMONSET_CREATED = "1970-01-01T00:00:00+00:00"

@@ -27,9 +27,9 @@ from typing import Any
 
 from reconciler.aws.instance_types import InstanceTypeInfo
 from reconciler.aws.templates import TemplateTags, build_template
-from reconciler.config import Config
-from reconciler.errors import UserError
-from reconciler.model import (
+from reconciler.config.settings import Config
+from reconciler.domain.errors import UserError
+from reconciler.domain.model import (
     HOSTNAME_LABEL,
     LEGACY_ZONE_LABEL,
     ZONE_LABEL,

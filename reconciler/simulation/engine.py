@@ -29,9 +29,9 @@ from typing import Any
 
 from reconciler.apply.recheck import approved_verdicts
 from reconciler.aws.instance_types import InstanceTypeInfo
-from reconciler.config import Config
-from reconciler.errors import UserError
-from reconciler.inventory import Inventory, build_inventory
+from reconciler.config.settings import Config
+from reconciler.domain.errors import UserError
+from reconciler.domain.inventory import Inventory, build_inventory
 from reconciler.planning import plan as planner
 from reconciler.planning.types import CommittedGroup, PlanInputs, PlannerMemory
 from reconciler.simulation.cluster import INITIAL_AGE, BoundPod, PendingPod, World, group_template

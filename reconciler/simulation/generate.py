@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from reconciler.errors import UserError
+from reconciler.domain.errors import UserError
 from reconciler.simulation.trace import RawTrace
 
 KINDS = ("diurnal", "batch", "steady", "mixed")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from reconciler.errors import UserError
+from reconciler.domain.errors import UserError
 from reconciler.simulation.report import SimulationReport
 
 _STYLES = {"ours": "-", "ca": "--"}

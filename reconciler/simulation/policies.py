@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta, tzinfo
 
-from reconciler.durations import format_duration, parse_duration
-from reconciler.errors import UserError
+from reconciler.domain.durations import format_duration, parse_duration
+from reconciler.domain.errors import UserError
 
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 

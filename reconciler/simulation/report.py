@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from reconciler.durations import format_duration
+from reconciler.domain.durations import format_duration
 from reconciler.simulation.metrics import PolicyResult
 
 

@@ -23,10 +23,10 @@ from typing import Any
 import jsonschema
 from ruamel.yaml.comments import CommentedMap
 
-from reconciler.documents import JSON_TOO_DEEP, check, decode_utf8, load_schema, parse_yaml, plain
-from reconciler.errors import UserError
+from reconciler.config.documents import JSON_TOO_DEEP, check, decode_utf8, load_schema, parse_yaml, plain
+from reconciler.domain.errors import UserError
+from reconciler.domain.model import Pod, Taint
 from reconciler.kube.parse import ObjectReader
-from reconciler.model import Pod, Taint
 
 SCHEMA = "trace"
 DEFAULT_NAMESPACE = "default"

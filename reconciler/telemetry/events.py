@@ -23,52 +23,24 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 
 from reconciler.apply.outcome import ApplyReport
-from reconciler.model import OWN_DRAIN_TAINT
+from reconciler.domain.event import NODE, NORMAL, POD, WARNING, EventSpec
+from reconciler.domain.model import OWN_DRAIN_TAINT
 from reconciler.planning.types import GroupPlan, Plan, PodOutcome
 
-POD, NODE = "Pod", "Node"
-NORMAL, WARNING = "Normal", "Warning"
 TRIGGERED_SCALE_UP = "TriggeredScaleUp"
 NOT_TRIGGER_SCALE_UP = "NotTriggerScaleUp"
 SCALE_DOWN_PROPOSED = "ScaleDownProposed"
 SCALE_DOWN = "ScaleDown"
 SCALE_DOWN_GIVEN_BACK = "ScaleDownGivenBack"
 
-MAX_MESSAGE_BYTES = 1024  # the API server's cap on an Event's message (events.k8s.io note: 1 KiB)
-_ELLIPSIS = "..."
 
 # Outcomes that are not a verdict on the pod: it is about to go, still inside scaleUp.newPodDelay, or
 # nominated to a node (CA keeps all three from its scale-up and emits nothing for them). The planner's
 # own wording, in reconciler/planning/plan.py; tests/unit/test_telemetry_events.py holds the two in step.
 _NOT_A_VERDICT = ("being deleted", "younger than", "waiting for preemption")
 _DRAINED = re.compile(r"^drained (\S+) and terminated (\S+)$")
-
-
-def bounded(message: str, limit: int = MAX_MESSAGE_BYTES) -> str:
-    """`message` cut to `limit` bytes of UTF-8 (never inside a character), ending in "..." when cut."""
-    data = message.encode("utf-8")
-    if len(data) <= limit:
-        return message
-    return data[: limit - len(_ELLIPSIS)].decode("utf-8", errors="ignore") + _ELLIPSIS
-
-
-@dataclass(frozen=True)
-class EventSpec:
-    """One Event to record on a pod or a node; the message is bounded on construction."""
-
-    kind: str  # Pod | Node
-    namespace: str  # "" for nodes
-    name: str
-    uid: str
-    type: str  # Normal | Warning
-    reason: str
-    message: str
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "message", bounded(self.message))
 
 
 def scale_up_info(group: GroupPlan) -> str:

@@ -24,7 +24,7 @@ from typing import Any, TextIO
 
 from pythonjsonlogger.json import JsonFormatter
 
-from reconciler.errors import UserError
+from reconciler.domain.errors import UserError
 
 FORMATS = ("text", "json")
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}

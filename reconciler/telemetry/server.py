@@ -24,7 +24,7 @@ from wsgiref.types import StartResponse, WSGIEnvironment
 from prometheus_client import make_wsgi_app
 from prometheus_client.exposition import ThreadingWSGIServer
 
-from reconciler.errors import UserError
+from reconciler.domain.errors import UserError
 from reconciler.telemetry.metrics import Metrics
 
 _log = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from reconciler.inventory import Inventory
+from reconciler.domain.inventory import Inventory
 from reconciler.planning.types import SCALE_UP, GroupPlan, Plan
 from reconciler.telemetry.events import cannot_help, triggered_scale_up
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from reconciler.cli import main
+from reconciler.cli.commands import main
 
 
 @dataclass(frozen=True)

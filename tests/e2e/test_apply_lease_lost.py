@@ -17,7 +17,7 @@ from urllib.parse import parse_qs
 
 import pytest
 
-from reconciler.model import OWN_DRAIN_TAINT
+from reconciler.domain.model import OWN_DRAIN_TAINT
 from reconciler.runtime import apply_stage
 from tests.e2e.test_cli_apply import NOTES, World, approved, pod
 from tests.fakes import k8s_objects as k

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from reconciler.config import load_config
+from reconciler.config.settings import load_config
 from reconciler.runtime.apply_stage import LoopHooks, apply_once
 from reconciler.runtime.shutdown import Shutdown
 from tests.e2e.test_cli_apply import World, approved, untouched

@@ -23,7 +23,7 @@ from botocore.awsrequest import AWSResponse
 from reconciler.aws import instance_types
 from reconciler.aws.discovery import ClusterView
 from reconciler.aws.reader import AwsReader
-from reconciler.config import load_config
+from reconciler.config.settings import load_config
 from tests.e2e.cli import run
 from tests.fakes import k8s_objects as k
 from tests.fixtures_aws import MotoAws, on_every_session

@@ -15,9 +15,9 @@ from botocore.awsrequest import AWSResponse
 
 from reconciler.aws import clients as aws_clients_module
 from reconciler.demo.kube_api import FakeKubeAPI
+from reconciler.domain.model import OWN_DRAIN_TAINT, SAFE_TO_EVICT
 from reconciler.gitops.manifest import parse_manifest
 from reconciler.kube.lease import ApplyLease, LeaseLost
-from reconciler.model import OWN_DRAIN_TAINT, SAFE_TO_EVICT
 from tests.e2e.cli import run
 from tests.fakes import k8s_objects as k
 from tests.fixtures_aws import MotoAws, _Body
@@ -296,7 +296,7 @@ def test_an_approval_older_than_the_proposal_ttl_is_refused(
     world: World, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     approved(world, capsys)
-    monkeypatch.setattr("reconciler.cli._now", lambda: datetime.now(UTC) + timedelta(hours=25))
+    monkeypatch.setattr("reconciler.cli.commands._now", lambda: datetime.now(UTC) + timedelta(hours=25))
     refused = world.cli(capsys, "apply")
     assert refused.code == 3, refused.out + refused.err
     assert "older than scaleDown.proposalTTL 24h" in refused.out
@@ -504,7 +504,7 @@ def test_the_ttl_counts_from_the_approval_not_from_later_commits(
     approved(world, capsys)
     later = (datetime.now(UTC) + timedelta(hours=24, minutes=30)).strftime("%Y-%m-%dT%H:%M:%SZ")
     signed_commit(world, None, "unrelated, a day later", env={"GIT_COMMITTER_DATE": later})
-    monkeypatch.setattr("reconciler.cli._now", lambda: datetime.now(UTC) + timedelta(hours=25))
+    monkeypatch.setattr("reconciler.cli.commands._now", lambda: datetime.now(UTC) + timedelta(hours=25))
     refused = world.cli(capsys, "apply")
     assert refused.code == 3, refused.out + refused.err
     assert "older than scaleDown.proposalTTL" in refused.out

@@ -15,7 +15,7 @@ import pytest
 from botocore.awsrequest import AWSResponse
 
 from reconciler.aws import clients as aws_clients_module
-from reconciler.model import OWN_DRAIN_TAINT
+from reconciler.domain.model import OWN_DRAIN_TAINT
 from tests.e2e.test_cli_apply import (
     MAIN_PATH,
     NOTES,
@@ -220,7 +220,7 @@ def test_an_expired_approval_on_a_crashed_drain_gives_the_node_back(
     assert node_b is not None
     node_b["spec"]["taints"] = [{"key": OWN_DRAIN_TAINT, "value": "0" * 40, "effect": "NoSchedule"}]
     world.kube.put(node_b)
-    monkeypatch.setattr("reconciler.cli._now", lambda: datetime.now(UTC) + timedelta(hours=25))
+    monkeypatch.setattr("reconciler.cli.commands._now", lambda: datetime.now(UTC) + timedelta(hours=25))
     refused = world.cli(capsys, "apply")
     assert refused.code == 3, refused.out + refused.err
     assert "older than scaleDown.proposalTTL" in refused.out

@@ -14,7 +14,7 @@ import pytest
 from botocore.awsrequest import AWSResponse
 
 from reconciler.aws import clients as aws_clients_module
-from reconciler.model import OWN_DRAIN_TAINT
+from reconciler.domain.model import OWN_DRAIN_TAINT
 from tests.e2e.test_cli_apply import (
     MAIN_PATH,
     NOTES,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.model import OWN_DRAIN_TAINT
+from reconciler.domain.model import OWN_DRAIN_TAINT
 from tests.e2e.test_cli_apply import (
     MAIN_PATH,
     TAGS,

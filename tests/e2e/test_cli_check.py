@@ -167,7 +167,7 @@ def test_comment_is_created_once_and_updated_in_place(
 
 def test_untrusted_text_cannot_inject_markdown_into_the_comment() -> None:
     """Found by review: a manifest key or group name reached the comment raw (HTML, links, pings)."""
-    from reconciler.markdown import inline
+    from reconciler.domain.markdown import inline
 
     hostile = "@org/platform-admins<br><h1>APPROVED</h1>[run this](https://evil.example)<!--"
     for rendered in (inline(hostile),):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.config import load_config
+from reconciler.config.settings import load_config
 from reconciler.gitops.trailers import CapacityMessage, Change, Reason, build_message
 from reconciler.runtime.report_stage import write_report
 from tests.e2e.cli import run

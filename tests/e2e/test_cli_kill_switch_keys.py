@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.config import load_config
+from reconciler.config.settings import load_config
 from reconciler.kube.client import api_client
 from reconciler.kube.control import SuspendedError, Switch
 from tests.e2e.test_cli_apply import MAIN_PATH, TAGS, World, approved, manifest_on_main, untouched

@@ -8,7 +8,7 @@ import json
 import jsonschema
 import pytest
 
-from reconciler.documents import load_schema
+from reconciler.config.documents import load_schema
 from reconciler.kube.live import NAMESPACES_FORBIDDEN
 from tests.e2e.test_cli_apply import World
 from tests.fakes import k8s_objects as k

@@ -12,7 +12,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from reconciler.documents import load_schema
+from reconciler.config.documents import load_schema
 from tests.e2e.cli import run
 from tests.fakes import k8s_objects as k
 from tests.fixtures_aws import MotoAws

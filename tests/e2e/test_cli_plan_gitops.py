@@ -166,7 +166,7 @@ def node_c(instance: tuple[str, str], busy: int = 0) -> list[dict[str, Any]]:
 
 
 class Clock:
-    """What `reconciler.cli._now` returns: a test moves it by hand."""
+    """What `reconciler.cli.commands._now` returns: a test moves it by hand."""
 
     def __init__(self) -> None:
         self.now = datetime.now(UTC).replace(microsecond=0)
@@ -178,7 +178,7 @@ class Clock:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     clock = Clock()
-    monkeypatch.setattr("reconciler.cli._now", clock)
+    monkeypatch.setattr("reconciler.cli.commands._now", clock)
     return clock
 
 

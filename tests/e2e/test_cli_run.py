@@ -8,8 +8,8 @@ import time
 
 import pytest
 
+from reconciler.domain.model import OWN_DRAIN_TAINT
 from reconciler.kube.control import CONTROL_CONFIGMAP
-from reconciler.model import OWN_DRAIN_TAINT
 from tests.e2e.run_process import RunProcess, wait_for
 from tests.e2e.test_cli_apply import World, approved
 from tests.fakes import k8s_objects as k

@@ -13,7 +13,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from reconciler.documents import load_schema
+from reconciler.config.documents import load_schema
 from tests.e2e.cli import Result, run
 from tests.unit.test_simulation_engine import START, arrive
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from reconciler.config.documents import load_schema
 from reconciler.demo.kube_api import FakeKubeAPI
-from reconciler.documents import load_schema
 from tests.e2e.cli import run
 from tests.fakes import k8s_objects as k
 from tests.fixtures_aws import MotoAws

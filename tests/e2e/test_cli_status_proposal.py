@@ -7,7 +7,7 @@ import json
 import jsonschema
 import pytest
 
-from reconciler.documents import load_schema
+from reconciler.config.documents import load_schema
 from tests.e2e.test_cli_apply import World
 
 

@@ -26,7 +26,7 @@ import urllib3
 from kubernetes import client as k8s
 
 from reconciler.aws import clients as aws_clients
-from reconciler.config import KubernetesConfig
+from reconciler.config.settings import KubernetesConfig
 from reconciler.kube.client import api_client
 from reconciler.kube.retry import TIMEOUT_ATTEMPTS
 from tests.e2e.cli import run

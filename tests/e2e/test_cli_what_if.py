@@ -10,7 +10,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from reconciler.documents import load_schema
+from reconciler.config.documents import load_schema
 from reconciler.planning import plan as planner
 from reconciler.runtime import plan_stage
 from tests.e2e.cli import Result, run

@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from reconciler.config import load_config
-from reconciler.errors import OperationError
+from reconciler.config.settings import load_config
+from reconciler.domain.errors import OperationError
 from reconciler.runtime.plan_stage import plan_once
 from tests.e2e.test_cli_apply import World
 from tests.fixtures_git import git

@@ -12,9 +12,9 @@ import pytest
 from botocore.awsrequest import AWSResponse
 
 from reconciler.aws.reader import AwsReader
-from reconciler.config import load_config
+from reconciler.config.settings import load_config
 from reconciler.runtime.plan_stage import plan_once
-from reconciler.world import cluster_view, read_cluster
+from reconciler.runtime.world import cluster_view, read_cluster
 from tests.e2e.test_cli_apply import World, pod
 from tests.fakes import k8s_objects as k
 from tests.fixtures_aws import _Body, on_every_session

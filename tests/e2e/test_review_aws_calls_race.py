@@ -11,7 +11,7 @@ import pytest
 from reconciler.aws import reader as reader_module
 from reconciler.aws.discovery import ClusterView
 from reconciler.aws.reader import AwsReader
-from reconciler.config import load_config
+from reconciler.config.settings import load_config
 from tests.fixtures_aws import MotoAws
 
 TAG = "k8s.io/cluster-autoscaler/race"

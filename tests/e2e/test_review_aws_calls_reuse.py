@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from reconciler.aws.reader import AwsReader
-from reconciler.config import load_config
+from reconciler.config.settings import load_config
 from reconciler.runtime.plan_stage import plan_once
 from tests.fakes import k8s_objects as k
 from tests.fixtures_aws import MotoAws

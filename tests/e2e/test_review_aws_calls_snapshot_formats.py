@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from reconciler.snapshot_completeness import COMPLETE_DUMP
+from reconciler.domain.snapshot_completeness import COMPLETE_DUMP
 from tests.e2e.cli import run
 from tests.fakes import k8s_objects as k
 from tests.fixtures_aws import MotoAws

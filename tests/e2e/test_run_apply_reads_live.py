@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from reconciler.config import load_config
+from reconciler.config.settings import load_config
 from reconciler.demo.kube_api import DROP
-from reconciler.errors import OperationError
+from reconciler.domain.errors import OperationError
 from reconciler.kube.cache import ClusterCache
 from reconciler.kube.live import NOT_TERMINAL
 from reconciler.runtime.run_loop import APPLY, PLAN, Runner

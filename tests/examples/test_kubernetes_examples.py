@@ -11,7 +11,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from reconciler.config import Config, config_from_document
+from reconciler.config.settings import Config, config_from_document
 from tests.examples.kustomize import EXAMPLES, OVERLAYS, find, needs_kubectl, overlay, render
 
 pytestmark = needs_kubectl

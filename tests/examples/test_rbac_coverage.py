@@ -25,8 +25,9 @@ from typing import Any
 import pytest
 import yaml
 
-from reconciler.config import KubernetesConfig, load_config
+from reconciler.config.settings import KubernetesConfig, load_config
 from reconciler.demo.kube_api import FakeKubeAPI, RecordedRequest
+from reconciler.domain.event import NODE, NORMAL, POD, EventSpec
 from reconciler.kube.cache import KINDS as CACHE_KINDS
 from reconciler.kube.cache import ClusterCache
 from reconciler.kube.client import api_client
@@ -34,15 +35,7 @@ from reconciler.kube.events import EventRecorder
 from reconciler.kube.leader import LeaderElector
 from reconciler.kube.status_configmap import PUSHED_KEY, STATUS_CONFIGMAP, StatusConfigMap
 from reconciler.kube.wake_hint import KeyWatch
-from reconciler.telemetry.events import (
-    NODE,
-    NORMAL,
-    POD,
-    SCALE_DOWN,
-    SCALE_DOWN_PROPOSED,
-    TRIGGERED_SCALE_UP,
-    EventSpec,
-)
+from reconciler.telemetry.events import SCALE_DOWN, SCALE_DOWN_PROPOSED, TRIGGERED_SCALE_UP
 from tests.e2e.test_cli_apply import PROPOSAL, World
 from tests.examples.kustomize import find, needs_kubectl, overlay
 from tests.fixtures_aws import MotoAws

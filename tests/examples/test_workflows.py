@@ -118,7 +118,7 @@ def test_check_comments_on_the_pull_request_it_runs_for() -> None:
 def test_the_commands_the_workflows_run_exist() -> None:
     from click.testing import CliRunner
 
-    from reconciler.cli import cli
+    from reconciler.cli.commands import cli
 
     for args in (
         ["plan", "--help"],

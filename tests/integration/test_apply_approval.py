@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 
 from reconciler.apply.approval import make_gate
-from reconciler.apply.approval.base import ApprovalGate, Verdict
+from reconciler.apply.approval.base import ApprovalGate
 from reconciler.apply.approval.signed import SignedGate
-from reconciler.config import ApprovalConfig, Config, ForgeConfig, GitConfig
-from reconciler.errors import OperationError, RefusedError, UserError
+from reconciler.config.settings import ApprovalConfig, Config, ForgeConfig, GitConfig
+from reconciler.domain.errors import OperationError, RefusedError, UserError
+from reconciler.domain.verdict import Verdict
 from reconciler.gitops.approve import approve
 from reconciler.gitops.forge.github import GitHubForge
 from reconciler.gitops.manifest import parse_manifest

@@ -20,7 +20,7 @@ import pytest
 from kubernetes import client
 
 from reconciler.demo.kube_api import FakeKubeAPI
-from reconciler.errors import OperationError, RefusedError
+from reconciler.domain.errors import OperationError, RefusedError
 from reconciler.kube.lease import ApplyLease, LeaseLost
 from tests.fakes import k8s_objects as k
 

@@ -6,7 +6,7 @@ import pytest
 
 from reconciler.aws.actuation import Actuator
 from reconciler.aws.clients import aws_clients
-from reconciler.errors import OperationError, RefusedError
+from reconciler.domain.errors import OperationError, RefusedError
 from tests.fixtures_aws import MotoAws, throttle
 
 

@@ -22,7 +22,7 @@ from reconciler.aws import instance_types
 from reconciler.aws.cache import cache_root
 from reconciler.aws.discovery import ClusterView
 from reconciler.aws.reader import AwsReader
-from reconciler.config import AwsConfig, Config
+from reconciler.config.settings import AwsConfig, Config
 from tests.fixtures_aws import MotoAws
 
 TAG = "k8s.io/cluster-autoscaler/cache-trust"

@@ -7,8 +7,8 @@ import json
 from reconciler.aws.clients import aws_clients
 from reconciler.aws.discovery import discover_node_groups
 from reconciler.aws.templates import LABEL_PREFIX, OPTIONS_PREFIX, RESOURCES_PREFIX, TAINT_PREFIX
-from reconciler.model import NodeGroup, Taint
-from reconciler.quantity import int_value, milli_value
+from reconciler.domain.model import NodeGroup, Taint
+from reconciler.domain.quantity import int_value, milli_value
 from tests.data import EKS_T3SMALL
 from tests.fixtures_aws import MotoAws
 

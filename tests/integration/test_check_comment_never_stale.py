@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 
 from reconciler.apply.outcome import ApplyReport, GroupOutcome
-from reconciler.config import Config, ForgeConfig, GitConfig
-from reconciler.errors import OperationError, ReconcilerError, UserError
+from reconciler.config.settings import Config, ForgeConfig, GitConfig
+from reconciler.domain.errors import OperationError, ReconcilerError, UserError
+from reconciler.domain.markdown import GITHUB_BODY_LIMIT
 from reconciler.gitops.forge.github import GitHubForge
-from reconciler.markdown import GITHUB_BODY_LIMIT
 from reconciler.runtime import check_comment
 from reconciler.runtime.check_comment import check_and_comment, comment_marker
-from reconciler.runtime.check_stage import FAST_FORWARD, CheckReport, GateLine
+from reconciler.views.check_report import FAST_FORWARD, CheckReport, GateLine
 from tests.fakes.github_api import FakeGitHub
 
 TOKEN = "ghp_check-token-never-printed"

@@ -8,8 +8,8 @@ from dataclasses import replace
 
 import pytest
 
-from reconciler.config import ForgeConfig
-from reconciler.errors import OperationError, UserError
+from reconciler.config.settings import ForgeConfig
+from reconciler.domain.errors import OperationError, UserError
 from reconciler.gitops.forge import CLOSED, OPEN, make_forge, open_or_update
 from reconciler.gitops.forge.github import GitHubForge
 from tests.fakes.github_api import BOT, DROP, FakeGitHub, FaultResult

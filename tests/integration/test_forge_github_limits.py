@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.config import ForgeConfig
-from reconciler.errors import OperationError, UserError
+from reconciler.config.settings import ForgeConfig
+from reconciler.domain.errors import OperationError, UserError
 from reconciler.gitops.forge.github import GitHubForge
 from tests.fakes.github_api import (
     BODY_LIMIT,

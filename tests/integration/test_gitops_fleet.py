@@ -13,7 +13,7 @@ import pytest
 from tenacity import RetryCallState, Retrying
 
 from benchmarks.fleet import check_remote, cluster_name, run_fleet, scale_up, seed_remote, serve
-from reconciler.errors import OperationError
+from reconciler.domain.errors import OperationError
 from reconciler.gitops.repo import Identity, Update, WorkingCopy, _full_jitter
 from tests.fixtures_git import ALICE, BOT, MANIFEST_PATH, git
 

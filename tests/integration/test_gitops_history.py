@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.errors import OperationError
-from reconciler.gitops.history import Entry, LogRecord, history_command, read_log, render_history
+from reconciler.domain.errors import OperationError
+from reconciler.gitops.history import Entry, LogRecord, history_command, read_log
 from reconciler.gitops.trailers import CapacityMessage, Change, InstanceRemoval, Reason, build_message
+from reconciler.views.history import render_history
 from tests.fixtures_git import ALICE, BOT, CLUSTER, capacity_history, git, init_bare
 
 

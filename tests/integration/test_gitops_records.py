@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from reconciler.config import GitConfig
-from reconciler.errors import OperationError
+from reconciler.config.settings import GitConfig
+from reconciler.domain.errors import OperationError
 from reconciler.gitops.history import history_command
 from reconciler.gitops.record_signing import Signer, Verifier
 from reconciler.gitops.records import (

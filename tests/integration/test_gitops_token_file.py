@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.config import GitConfig
-from reconciler.errors import OperationError, UserError
+from reconciler.config.settings import GitConfig
+from reconciler.domain.errors import OperationError, UserError
 from reconciler.gitops.repo import Update, WorkingCopy
 from tests.fixtures_git import GitServer, git, init_bare
 

@@ -22,10 +22,10 @@ import pytest
 from kubernetes import client
 
 from reconciler.demo.kube_api import DROP, FakeKubeAPI
-from reconciler.errors import OperationError
+from reconciler.domain.errors import OperationError
+from reconciler.domain.model import ClusterState
 from reconciler.kube.cache import KINDS, ClusterCache, NotSynced
 from reconciler.kube.live import NAMESPACES_FORBIDDEN, LiveReader
-from reconciler.model import ClusterState
 from tests.fakes import k8s_objects as k
 from tests.fixtures_kube import make_api_client
 from tests.integration.test_kube_live import FORBIDDEN, populate

@@ -13,9 +13,9 @@ from kubernetes import client
 from kubernetes.client import CoreV1Api  # noqa: F401  # a ~1 s import: paid at collection, not in a test
 
 from reconciler.demo.kube_api import FakeKubeAPI
-from reconciler.errors import OperationError
+from reconciler.domain.errors import OperationError
+from reconciler.domain.model import MIRROR_POD, OWN_DRAIN_TAINT
 from reconciler.kube.drain import DrainResult, NodeDrainer
-from reconciler.model import MIRROR_POD, OWN_DRAIN_TAINT
 from tests.fakes import k8s_objects as k
 from tests.fixtures_kube import make_api_client
 

@@ -10,11 +10,11 @@ import pytest
 from kubernetes import client
 
 from reconciler.demo.kube_api import FakeKubeAPI, Fault
-from reconciler.errors import OperationError
+from reconciler.domain.errors import OperationError
+from reconciler.domain.model import OWN_DRAIN_TAINT
 from reconciler.kube import drain as drain_module
 from reconciler.kube.drain import NodeDrainer
 from reconciler.kube.live import LIST_RESTARTS
-from reconciler.model import OWN_DRAIN_TAINT
 from tests.fakes import k8s_objects as k
 
 SHA = "a" * 40

@@ -19,9 +19,9 @@ import pytest
 from kubernetes import client
 
 from reconciler.demo.kube_api import DROP, FakeKubeAPI, FaultResult, Query
-from reconciler.errors import OperationError, RefusedError
+from reconciler.domain.errors import OperationError, RefusedError
+from reconciler.domain.model import OWN_DRAIN_TAINT
 from reconciler.kube.drain import DrainResult, NodeDrainer
-from reconciler.model import OWN_DRAIN_TAINT
 from tests.fakes import k8s_objects as k
 from tests.integration.test_kube_drain import SHA, FakeClock, evictions, put_node_with_pods, taints
 

@@ -13,8 +13,8 @@ import pytest
 from kubernetes import client
 
 from reconciler.demo.kube_api import FakeKubeAPI
+from reconciler.domain.event import NODE, NORMAL, POD, WARNING, EventSpec
 from reconciler.kube.events import EmitResult, EventRecorder, event_name
-from reconciler.telemetry.events import NODE, NORMAL, POD, WARNING, EventSpec
 from tests.fixtures_kube import make_api_client
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)

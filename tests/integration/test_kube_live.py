@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.config import KubernetesConfig
+from reconciler.config.settings import KubernetesConfig
 from reconciler.demo.kube_api import FakeKubeAPI
-from reconciler.errors import OperationError, UserError
+from reconciler.domain.errors import OperationError, UserError
 from reconciler.kube.client import api_client
 from reconciler.kube.live import NAMESPACES_FORBIDDEN, LiveReader
 from reconciler.kube.snapshot import read_snapshot

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from reconciler.demo.kube_api import FakeKubeAPI, Fault
-from reconciler.errors import OperationError
+from reconciler.domain.errors import OperationError
 from reconciler.kube.live import LIST_RESTARTS, LiveReader
 from reconciler.kube.snapshot import read_snapshot
 from tests.fakes import k8s_objects as k

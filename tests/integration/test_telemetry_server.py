@@ -11,7 +11,7 @@ import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics_families
 from prometheus_client.parser import text_string_to_metric_families
 
-from reconciler.errors import UserError
+from reconciler.domain.errors import UserError
 from reconciler.telemetry.metrics import Metrics
 from reconciler.telemetry.server import Health, TelemetryServer, parse_address
 

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from reconciler.config import Config, ScaleDownConfig, ScaleUpConfig
-from reconciler.inventory import Inventory, build_inventory
-from reconciler.model import (
+from reconciler.config.settings import Config, ScaleDownConfig, ScaleUpConfig
+from reconciler.domain.inventory import Inventory, build_inventory
+from reconciler.domain.model import (
     HOSTNAME_LABEL,
     INSTANCE_TYPE_LABEL,
     ZONE_LABEL,

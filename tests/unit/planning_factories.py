@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from reconciler.model import (
+from reconciler.domain.model import (
     HOSTNAME_LABEL,
     NO_SCHEDULING,
     NO_VOLUMES,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from reconciler.model import LabelSelector, Pod, PodAffinityTerm, SelectorRequirement, Taint
+from reconciler.domain.model import LabelSelector, Pod, PodAffinityTerm, SelectorRequirement, Taint
 from reconciler.planning.selectors import (
     label_selector_matches,
     node_affinity_matches,

@@ -13,8 +13,8 @@ from reconciler.apply.approval import FACTORIES, Verdict, make_gate
 from reconciler.apply.approval.github_reviews import GitHubReviewsGate
 from reconciler.apply.approval.protected_branch import ProtectedBranchGate
 from reconciler.apply.approval.signed import SignedGate, load_allowed_signers, signature_kind
-from reconciler.config import ApprovalConfig, Config, ForgeConfig, GitConfig
-from reconciler.errors import UserError
+from reconciler.config.settings import ApprovalConfig, Config, ForgeConfig, GitConfig
+from reconciler.domain.errors import UserError
 from reconciler.gitops.approve import _without_https_credentials
 from reconciler.gitops.forge import CLOSED, PullRequest, Review, Reviews, count_reviews
 from reconciler.gitops.forge.none import NoForge

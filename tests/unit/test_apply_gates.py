@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from reconciler.apply.sync import _scale_down_blocked
-from reconciler.config import ApplyConfig, Config
-from reconciler.model import NodeGroup
+from reconciler.config.settings import ApplyConfig, Config
+from reconciler.domain.model import NodeGroup
 
 CONFIG = Config(cluster="prod")
 GROUP = NodeGroup("g", 0, 5, 3, (), ("us-east-1a",), {})

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from reconciler.apply.recheck import recheck
-from reconciler.model import SAFE_TO_EVICT, SCALE_DOWN_DISABLED
+from reconciler.domain.model import SAFE_TO_EVICT, SCALE_DOWN_DISABLED
 from reconciler.planning.types import CommittedGroup, PlanInputs
 from tests.unit.plan_world import NOW, World, make_config
 

@@ -14,8 +14,8 @@ from reconciler.apply.effects import Effects
 from reconciler.apply.inputs import ApplyInputs
 from reconciler.apply.outcome import NONE, SCALE_DOWN, SCALE_UP, ApplyReport
 from reconciler.apply.sync import apply
+from reconciler.domain.windows import Window
 from reconciler.gitops.manifest import GroupEntry, Manifest, Removal
-from reconciler.windows import Window
 from tests.unit.plan_world import NOW, World, make_config
 
 H = timedelta(hours=1)

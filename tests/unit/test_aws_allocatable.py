@@ -15,8 +15,8 @@ from reconciler.aws.allocatable import (
     node_resources,
     vpc_cni_max_pods,
 )
-from reconciler.config import NodeTemplatesConfig
-from reconciler.quantity import int_value, milli_value
+from reconciler.config.settings import NodeTemplatesConfig
+from reconciler.domain.quantity import int_value, milli_value
 from tests.data import EKS_T3SMALL
 
 FIXTURE = EKS_T3SMALL / "nodes.json"

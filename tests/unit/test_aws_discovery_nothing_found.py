@@ -4,7 +4,7 @@ came from, every tag of every autoDiscovery spec (all must match) with its value
 from __future__ import annotations
 
 from reconciler.aws.discovery import nothing_found
-from reconciler.config import config_from_document
+from reconciler.config.settings import config_from_document
 
 
 def test_it_names_the_region_from_the_config_each_tag_and_the_names() -> None:

@@ -15,9 +15,9 @@ from reconciler.aws.discovery import ExplicitSpec
 from reconciler.aws.groups import Ec2Facts, RefreshChecker, bounds_warnings, build_node_group
 from reconciler.aws.instance_types import InstanceTypeInfo
 from reconciler.aws.launch import LaunchTypes
-from reconciler.config import NodeTemplatesConfig
-from reconciler.errors import OperationError, UserError
-from reconciler.model import Instance
+from reconciler.config.settings import NodeTemplatesConfig
+from reconciler.domain.errors import OperationError, UserError
+from reconciler.domain.model import Instance
 
 T3_SMALL = InstanceTypeInfo("t3.small", 2, 2048, "amd64", 3, 4)
 LAUNCHED = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)

@@ -15,7 +15,7 @@ from reconciler.aws.discovery import (
     parse_explicit,
     tag_filters,
 )
-from reconciler.errors import UserError
+from reconciler.domain.errors import UserError
 
 
 def test_explicit_spec() -> None:

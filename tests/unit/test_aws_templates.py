@@ -17,8 +17,8 @@ from reconciler.aws.templates import (
     build_template,
     parse_template_tags,
 )
-from reconciler.config import NodeTemplatesConfig
-from reconciler.model import AutoscalingOptions, Taint
+from reconciler.config.settings import NodeTemplatesConfig
+from reconciler.domain.model import AutoscalingOptions, Taint
 
 T3_SMALL = InstanceTypeInfo(
     "t3.small", vcpus=2, memory_mib=2048, architecture="amd64", max_enis=3, ipv4_per_eni=4

@@ -4,11 +4,11 @@ with the verdict first and a line saying what was cut and where the whole report
 from __future__ import annotations
 
 from reconciler.apply.outcome import ApplyReport, GroupOutcome
-from reconciler.check_render import render_check_markdown
+from reconciler.domain.markdown import BODY_BUDGET, GITHUB_BODY_LIMIT
 from reconciler.gitops.plan_edits import ProposalRow, proposal_body
-from reconciler.markdown import BODY_BUDGET, GITHUB_BODY_LIMIT
 from reconciler.runtime.check_comment import comment_marker
-from reconciler.runtime.check_stage import FAST_FORWARD, CheckReport, GateLine
+from reconciler.views.check import render_check_markdown
+from reconciler.views.check_report import FAST_FORWARD, CheckReport, GateLine
 from tests.markdown_shape import cells, outside_fences
 
 MARKER = comment_marker("prod")

@@ -3,9 +3,9 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.config import Config, config_from_document, load_config
-from reconciler.documents import parse_yaml
-from reconciler.errors import UserError
+from reconciler.config.documents import parse_yaml
+from reconciler.config.settings import Config, config_from_document, load_config
+from reconciler.domain.errors import UserError
 
 
 def load_text(tmp_path: Path, text: str) -> Config:

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from reconciler.documents import load_schema
+from reconciler.config.documents import load_schema
 
 ROOT = Path(__file__).parents[2]
 
@@ -53,7 +53,7 @@ def test_every_documented_command_and_option_exists() -> None:
 
     import click
 
-    from reconciler.cli import cli
+    from reconciler.cli.commands import cli
 
     commands = _documented_commands()
     assert len(commands) > 20

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.config import ForgeConfig
-from reconciler.errors import OperationError, UserError
+from reconciler.config.settings import ForgeConfig
+from reconciler.domain.errors import OperationError, UserError
 from reconciler.gitops.forge import (
     CLOSED,
     UNOPENED,

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
+from reconciler.domain.model import Instance, NodeGroup
 from reconciler.gitops.adopt import (
     Adoption,
     adopted_groups,
@@ -21,7 +22,6 @@ from reconciler.gitops.manifest import parse_manifest
 from reconciler.gitops.plan_edits import committed_groups
 from reconciler.gitops.records import ApplyRecord, GroupRecord, Records
 from reconciler.gitops.trailers import SOURCE_EXTERNAL, Change, parse_message
-from reconciler.model import Instance, NodeGroup
 from reconciler.planning.baseline import baseline
 from reconciler.planning.types import CommittedGroup
 

@@ -9,8 +9,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from reconciler.errors import UserError
-from reconciler.gitops.history import Entry, build_entries, parse_log, parse_since, render_history
+from reconciler.domain.errors import UserError
+from reconciler.gitops.history import Entry, build_entries, parse_log, parse_since
+from reconciler.views.history import render_history
 from reconciler.gitops.trailers import CapacityMessage, Change, InstanceRemoval, Reason, build_message
 
 NOW = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)

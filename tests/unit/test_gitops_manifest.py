@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.errors import UserError
+from reconciler.domain.errors import UserError
 from reconciler.gitops.manifest import (
     GroupEntry,
     Manifest,

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.errors import UserError
+from reconciler.domain.errors import UserError
 from reconciler.gitops.manifest import Removal, parse_manifest
 from reconciler.gitops.manifest_edit import (
     AddGroup,

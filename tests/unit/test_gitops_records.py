@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from reconciler.errors import OperationError
+from reconciler.domain.errors import OperationError
 from reconciler.gitops import history
 from reconciler.gitops.history import LogRecord, build_entries
 from reconciler.gitops.records import (

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from reconciler.errors import UserError
+from reconciler.domain.errors import UserError
 from reconciler.gitops.state import EMPTY, Backoff, State, decode, encode, state_branch
 
 T = datetime(2024, 6, 1, 12, 0, 5, tzinfo=UTC)

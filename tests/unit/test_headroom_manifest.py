@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.errors import UserError
+from reconciler.domain.errors import UserError
+from reconciler.domain.model import Resources
 from reconciler.gitops.manifest import Removal, manifest_problems, parse_manifest
 from reconciler.gitops.manifest_edit import SetDesired, SetMirror, SetRemovals, SettleRemovals, apply_edits
 from reconciler.gitops.plan_edits import committed_groups
 from reconciler.gitops.validate import validate_files
-from reconciler.model import Resources
 from reconciler.planning.types import Headroom
 
 GI = 2**30

@@ -9,11 +9,11 @@ from html.parser import HTMLParser
 
 import pytest
 
-from reconciler.errors import UserError
+from reconciler.domain.errors import UserError
 from reconciler.gitops.fleet_history import FleetSource, ManifestFile, build_fleet
 from reconciler.gitops.history import Entry
 from reconciler.gitops.manifest import parse_manifest
-from reconciler.history_report import render_report
+from reconciler.views.history_html import render_report
 
 NOW = datetime(2024, 6, 10, 12, 0, tzinfo=UTC)
 T0 = NOW - timedelta(days=9)

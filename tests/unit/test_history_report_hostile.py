@@ -9,12 +9,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from reconciler.errors import UserError
+from reconciler.domain.errors import UserError
 from reconciler.gitops.fleet_history import FleetSource, ManifestFile, build_fleet
 from reconciler.gitops.history import Entry, build_entries, parse_since
 from reconciler.gitops.manifest import GroupEntry, Manifest, parse_manifest
 from reconciler.gitops.trailers import scan_trailers
-from reconciler.history_report import render_report
+from reconciler.views.history_html import render_report
 
 NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
 RLO, PDI = "\u202e", "\u2069"

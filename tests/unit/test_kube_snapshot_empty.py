@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.errors import UserError
+from reconciler.domain.errors import UserError
+from reconciler.domain.snapshot_completeness import COMPLETE_DUMP
 from reconciler.kube.snapshot import read_snapshot
-from reconciler.snapshot_completeness import COMPLETE_DUMP
 
 NOW = datetime(2026, 1, 2, 21, 0, tzinfo=UTC)
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from reconciler.config import LimitsConfig
-from reconciler.model import INSTANCE_TYPE_LABEL, NodeTemplate, Resources
+from reconciler.config.settings import LimitsConfig
+from reconciler.domain.model import INSTANCE_TYPE_LABEL, NodeTemplate, Resources
 from reconciler.planning.types import CommittedGroup, Headroom
 from tests.unit.plan_world import GI, World, resources
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 
 from reconciler.apply.outcome import ApplyReport, GroupOutcome
-from reconciler.check_render import render_check_markdown, render_failed_markdown
+from reconciler.domain.markdown import code, fenced, inline
 from reconciler.gitops.plan_edits import ProposalRow, proposal_body
-from reconciler.markdown import code, fenced, inline
 from reconciler.runtime.check_comment import comment_marker
-from reconciler.runtime.check_stage import FAST_FORWARD, MERGE, CheckReport, GateLine
+from reconciler.views.check import render_check_markdown, render_failed_markdown
+from reconciler.views.check_report import FAST_FORWARD, MERGE, CheckReport, GateLine
 from tests.markdown_shape import cells, code_spans, outside_fences, shown, unescaped, without_code_spans
 
 MARKER = comment_marker("prod")

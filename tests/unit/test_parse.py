@@ -3,10 +3,10 @@
 import json
 from datetime import UTC, datetime
 
+from reconciler.domain.model import Node, Resources, instance_id_from_provider_id
 from reconciler.kube.autoscaler import detect_autoscaler
 from reconciler.kube.parse import ObjectReader
 from reconciler.kube.schema import item_decoder, list_decoder
-from reconciler.model import Node, Resources, instance_id_from_provider_id
 
 
 def container(cpu: str = "", memory: str = "", **extra: object) -> dict:  # type: ignore[type-arg]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.model import NodeSelectorTerm, Pod, Scheduling, SelectorRequirement
+from reconciler.domain.model import NodeSelectorTerm, Pod, Scheduling, SelectorRequirement
 from reconciler.planning import placement
 from reconciler.planning.placement import NodePool
 from tests.unit.planning_factories import pod, sim

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reconciler.model import Scheduling, Toleration, Volumes
+from reconciler.domain.model import Scheduling, Toleration, Volumes
 from reconciler.planning.equivalence import Classifier, group_pods
 from tests.unit.planning_factories import pod
 

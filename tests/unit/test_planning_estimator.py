@@ -8,7 +8,15 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.model import HOSTNAME_LABEL, DaemonSet, Pod, PodAffinityTerm, Resources, Scheduling, Taint
+from reconciler.domain.model import (
+    HOSTNAME_LABEL,
+    DaemonSet,
+    Pod,
+    PodAffinityTerm,
+    Resources,
+    Scheduling,
+    Taint,
+)
 from reconciler.planning.equivalence import Classifier, ClassKey, group_pods
 from reconciler.planning.estimator import estimate, size_key
 from reconciler.planning.predicates import check

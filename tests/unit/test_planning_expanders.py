@@ -6,8 +6,8 @@ from fractions import Fraction
 
 import pytest
 
-from reconciler.config import ExpanderOptions
-from reconciler.model import Resources
+from reconciler.config.settings import ExpanderOptions
+from reconciler.domain.model import Resources
 from reconciler.planning.expanders import FACTORIES, build_chain
 from reconciler.planning.expanders.base import Option
 from reconciler.planning.expanders.least_nodes import LeastNodes

@@ -8,9 +8,9 @@ from datetime import timedelta
 
 import jsonschema
 
-from reconciler.config import LimitsConfig
-from reconciler.documents import load_schema
-from reconciler.model import (
+from reconciler.config.documents import load_schema
+from reconciler.config.settings import LimitsConfig
+from reconciler.domain.model import (
     INSTANCE_TYPE_LABEL,
     ZONE_LABEL,
     LabelSelector,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.model import HOSTNAME_LABEL, Pod, PodAffinityTerm, Scheduling, TopologySpreadConstraint
+from reconciler.domain.model import HOSTNAME_LABEL, Pod, PodAffinityTerm, Scheduling, TopologySpreadConstraint
 from reconciler.planning.placement import NodePool
 from reconciler.planning.predicates import check
 from reconciler.planning.simnode import SimNode

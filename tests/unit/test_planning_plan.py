@@ -7,9 +7,9 @@ from datetime import timedelta
 import jsonschema
 import pytest
 
-from reconciler.config import ExpanderOptions, LimitsConfig
-from reconciler.documents import load_schema
-from reconciler.model import (
+from reconciler.config.documents import load_schema
+from reconciler.config.settings import ExpanderOptions, LimitsConfig
+from reconciler.domain.model import (
     POD_SCALE_UP_DELAY,
     HostPort,
     LabelSelector,

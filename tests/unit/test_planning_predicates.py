@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.model import (
+from reconciler.domain.model import (
     GPU,
     HOSTNAME_LABEL,
     ZONE_LABEL,
@@ -57,7 +57,7 @@ def test_max_pods() -> None:
 
 
 def test_node_without_pod_capacity_takes_kubelet_default() -> None:
-    from reconciler.model import Node, Resources
+    from reconciler.domain.model import Node, Resources
 
     bare = Node("x", {}, (), Resources.of(cpu=1000), Resources.of(cpu=1000), True, None, False, "", None)
     assert SimNode.from_node(bare, ()).pods_free == 110

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from reconciler.config import ScaleDownConfig
-from reconciler.model import LabelSelector, PodDisruptionBudget
+from reconciler.config.settings import ScaleDownConfig
+from reconciler.domain.model import LabelSelector, PodDisruptionBudget
 from reconciler.planning.drainability import BLOCKS, STAYS, DrainContext, drain_verdict
 from reconciler.planning.types import PlannerMemory
 from tests.unit.plan_world import NOW, World

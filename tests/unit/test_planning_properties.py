@@ -8,8 +8,8 @@ import jsonschema
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reconciler.config import LimitsConfig
-from reconciler.documents import load_schema
+from reconciler.config.documents import load_schema
+from reconciler.config.settings import LimitsConfig
 from tests.unit.plan_world import World, make_config, template
 
 SCHEMA = load_schema("plan")

@@ -13,9 +13,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.config import Config, ScaleDownConfig
-from reconciler.inventory import Inventory, build_inventory
-from reconciler.model import (
+from reconciler.config.settings import Config, ScaleDownConfig
+from reconciler.domain.inventory import Inventory, build_inventory
+from reconciler.domain.model import (
     DAEMONSET_POD,
     GPU,
     HOSTNAME_LABEL,

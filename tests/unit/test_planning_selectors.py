@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.model import LabelSelector, NodeSelectorTerm, SelectorRequirement, Taint, Toleration
+from reconciler.domain.model import LabelSelector, NodeSelectorTerm, SelectorRequirement, Taint, Toleration
 from reconciler.planning.selectors import (
     label_selector_matches,
     node_affinity_matches,

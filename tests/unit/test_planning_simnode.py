@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reconciler.model import (
+from reconciler.domain.model import (
     CPU,
     HOSTNAME_LABEL,
     LEGACY_ZONE_LABEL,

@@ -6,7 +6,15 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from reconciler.model import DAEMONSET_POD, MIRROR_POD, DaemonSet, HostPort, OwnerRef, Resources, Scheduling
+from reconciler.domain.model import (
+    DAEMONSET_POD,
+    MIRROR_POD,
+    DaemonSet,
+    HostPort,
+    OwnerRef,
+    Resources,
+    Scheduling,
+)
 from reconciler.planning.simnode import SimNode
 from reconciler.planning.types import CommittedGroup
 from tests.unit.plan_world import NOW, World

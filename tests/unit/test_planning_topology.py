@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from reconciler.model import (
+from reconciler.domain.model import (
     HOSTNAME_LABEL,
     ZONE_LABEL,
     LabelSelector,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reconciler.model import ZONE_LABEL, Pod, PodAffinityTerm, Scheduling, TopologySpreadConstraint
+from reconciler.domain.model import ZONE_LABEL, Pod, PodAffinityTerm, Scheduling, TopologySpreadConstraint
 from reconciler.planning.placement import NodePool
 from reconciler.planning.predicates import PredicateContext, check
 from reconciler.planning.topology import Topology

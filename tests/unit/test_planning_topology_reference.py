@@ -28,8 +28,8 @@ from unittest import mock
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reconciler.inventory import build_inventory
-from reconciler.model import (
+from reconciler.domain.inventory import build_inventory
+from reconciler.domain.model import (
     HOSTNAME_LABEL,
     ZONE_LABEL,
     LabelSelector,

@@ -10,7 +10,7 @@ from datetime import timedelta
 from typing import Any
 from unittest import mock
 
-from reconciler.model import (
+from reconciler.domain.model import (
     HOSTNAME_LABEL,
     ZONE_LABEL,
     PodAffinityTerm,

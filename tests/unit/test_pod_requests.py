@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from reconciler.domain.model import Pod, Resources
 from reconciler.kube.parse import ObjectReader
 from reconciler.kube.schema import list_decoder
-from reconciler.model import Pod, Resources
 
 Mi = 2**20
 Gi = 2**30

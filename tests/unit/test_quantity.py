@@ -2,7 +2,7 @@ from fractions import Fraction
 
 import pytest
 
-from reconciler.quantity import (
+from reconciler.domain.quantity import (
     QuantityError,
     format_bytes,
     format_cpu,

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from reconciler.cli import cli
-from reconciler.config import Config
+from reconciler.cli.commands import cli
+from reconciler.config.settings import Config
 from reconciler.simulation import cluster
 from reconciler.simulation.engine import Settings, _Run
 from reconciler.simulation.policies import ApprovalModel, Autoscaler, Reviewed

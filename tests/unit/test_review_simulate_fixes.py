@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 
 from reconciler.apply.recheck import approved_verdicts
-from reconciler.config import ApplyConfig, Config, ScaleDownConfig
-from reconciler.inventory import build_inventory
+from reconciler.config.settings import ApplyConfig, Config, ScaleDownConfig
+from reconciler.domain.inventory import build_inventory
+from reconciler.domain.windows import Window, allowed_removals
 from reconciler.simulation.engine import Settings, _Run
 from reconciler.simulation.metrics import PolicyResult
 from reconciler.simulation.policies import ApprovalModel, Autoscaler, Policy, Reviewed
 from reconciler.simulation.report import SimulationReport, policy_dict, render_table
 from reconciler.simulation.trace import Trace, parse_trace
-from reconciler.windows import Window, allowed_removals
 from tests.e2e.cli import run as cli
 from tests.unit.test_simulation_engine import (
     FIXED_90S,

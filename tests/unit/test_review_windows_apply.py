@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from reconciler.apply.outcome import SCALE_DOWN
-from reconciler.windows import Window
+from reconciler.domain.windows import Window
 from tests.unit import test_apply_windows as harness
 from tests.unit.plan_world import NOW
 

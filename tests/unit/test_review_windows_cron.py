@@ -17,7 +17,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from reconciler.windows import Window, allowed_removals, next_closing, next_opening, parse_cron
+from reconciler.domain.windows import Window, allowed_removals, next_closing, next_opening, parse_cron
 
 M = timedelta(minutes=1)
 H = timedelta(hours=1)

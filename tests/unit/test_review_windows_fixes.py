@@ -19,11 +19,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import reconciler.apply.window_gate as window_gate
 from reconciler.apply.outcome import REFUSED, SCALE_DOWN, ApplyReport, GroupOutcome
-from reconciler.config import load_config
-from reconciler.durations import parse_duration
-from reconciler.errors import UserError
+from reconciler.config.settings import load_config
+from reconciler.domain.durations import parse_duration
+from reconciler.domain.errors import UserError
+from reconciler.domain.windows import MAX_DURATION, Window, allowed_removals, next_opening, parse_cron, zone
 from reconciler.telemetry.metrics import REFUSAL_KINDS, WAITING, Metrics, refusal_kind
-from reconciler.windows import MAX_DURATION, Window, allowed_removals, next_opening, parse_cron, zone
 from tests.unit import test_apply_windows as harness
 from tests.unit.plan_world import NOW
 

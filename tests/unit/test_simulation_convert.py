@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from reconciler.errors import UserError
-from reconciler.model import Resources
+from reconciler.domain.errors import UserError
+from reconciler.domain.model import Resources
 from reconciler.simulation.convert import convert, dump_paths, dump_time
 from reconciler.simulation.trace import read_trace
 

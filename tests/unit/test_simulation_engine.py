@@ -11,8 +11,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from reconciler.config import Config
-from reconciler.errors import UserError
+from reconciler.config.settings import Config
+from reconciler.domain.errors import UserError
 from reconciler.planning import plan as planner
 from reconciler.planning.types import Plan, PlanInputs
 from reconciler.simulation.cluster import instance_types_from_document, prices_from_document

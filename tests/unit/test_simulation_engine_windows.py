@@ -1,4 +1,4 @@
-"""The simulator honours scaleDown.windows (reconciler/windows.py) as apply does."""
+"""The simulator honours scaleDown.windows (reconciler/domain/windows.py) as apply does."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from functools import partial
 
 import pytest
 
-from reconciler.config import Config, ScaleDownConfig
+from reconciler.config.settings import Config, ScaleDownConfig
+from reconciler.domain.windows import Window, allowed_removals
 from reconciler.simulation.policies import ApprovalModel, Reviewed
-from reconciler.windows import Window, allowed_removals
 from tests.unit.test_simulation_engine import idle_node_trace, run
 
 

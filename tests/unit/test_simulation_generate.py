@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from reconciler.errors import UserError
-from reconciler.model import Resources
+from reconciler.domain.errors import UserError
+from reconciler.domain.model import Resources
 from reconciler.simulation.generate import Batch, Diurnal, RawTrace, default_groups, generate
 from reconciler.simulation.trace import Arrival, read_trace
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from reconciler.errors import UserError
-from reconciler.model import OwnerRef, Resources, Taint, Toleration
+from reconciler.domain.errors import UserError
+from reconciler.domain.model import OwnerRef, Resources, Taint, Toleration
 from reconciler.simulation.trace import (
     Arrival,
     Departure,

@@ -8,11 +8,11 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from reconciler.errors import UserError
+from reconciler.cli.trace import trace
+from reconciler.domain.errors import UserError
 from reconciler.simulation.convert import dump_paths
 from reconciler.simulation.generate import generate
 from reconciler.simulation.trace import Arrival, read_trace
-from reconciler.trace_cli import trace
 from tests.unit.test_simulation_convert import write_dumps
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from reconciler.errors import UserError
+from reconciler.domain.errors import UserError
+from reconciler.domain.model import ClusterState
 from reconciler.kube.snapshot import read_snapshot
-from reconciler.model import ClusterState
 from tests.data import EKS_T3SMALL
 
 FIXTURE = EKS_T3SMALL

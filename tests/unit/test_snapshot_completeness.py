@@ -7,9 +7,9 @@ from dataclasses import replace
 
 import pytest
 
-from reconciler.errors import UserError
-from reconciler.model import ClusterState, Instance, Node, NodeGroup
-from reconciler.snapshot_completeness import COMPLETE_DUMP, require_complete
+from reconciler.domain.errors import UserError
+from reconciler.domain.model import ClusterState, Instance, Node, NodeGroup
+from reconciler.domain.snapshot_completeness import COMPLETE_DUMP, require_complete
 from tests.unit.planning_factories import node, pod
 
 SOURCE = "dump/cluster.json"

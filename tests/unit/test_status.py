@@ -1,5 +1,5 @@
 def test_proposal_wait_is_shown_in_days_hours_and_minutes() -> None:
-    from reconciler.status import format_age
+    from reconciler.views.status import format_age
 
     assert [format_age(s) for s in (-5, 59, 61, 3600 + 120, 86400 * 2 + 3 * 3600 + 59)] == [
         "0m",

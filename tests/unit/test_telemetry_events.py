@@ -8,19 +8,10 @@ import sys
 from datetime import timedelta
 
 from reconciler.apply.outcome import ApplyReport, GroupOutcome
-from reconciler.model import OWN_DRAIN_TAINT
+from reconciler.domain.event import MAX_MESSAGE_BYTES, NODE, NORMAL, POD, WARNING, EventSpec, bounded
+from reconciler.domain.model import OWN_DRAIN_TAINT
 from reconciler.planning.types import Plan
-from reconciler.telemetry.events import (
-    MAX_MESSAGE_BYTES,
-    NODE,
-    NORMAL,
-    POD,
-    WARNING,
-    EventSpec,
-    apply_events,
-    bounded,
-    plan_events,
-)
+from reconciler.telemetry.events import apply_events, plan_events
 from tests.unit.plan_world import NOW, World
 
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from reconciler.errors import UserError
+from reconciler.domain.errors import UserError
 from reconciler.telemetry.logs import configure_logging, secret_values
 
 SECRET = "ghp_0123456789abcdefSECRET"

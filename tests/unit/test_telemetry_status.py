@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import yaml
 
-from reconciler.model import Scheduling
+from reconciler.domain.model import Scheduling
 from reconciler.planning.types import Backoff, PlannerMemory
 from reconciler.telemetry.status import (
     StageResult,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from reconciler import documents
-from reconciler.errors import UserError
+from reconciler.config import documents
+from reconciler.domain.errors import UserError
 from reconciler.kube import workloads
 from reconciler.kube.workloads import read_workloads
 

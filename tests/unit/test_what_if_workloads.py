@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from reconciler.errors import UserError
+from reconciler.domain.errors import UserError
+from reconciler.domain.model import ClusterState, Pod
 from reconciler.kube.parse import ObjectReader
 from reconciler.kube.workloads import (
     MAX_ADDED_PODS,
@@ -18,7 +19,6 @@ from reconciler.kube.workloads import (
     read_workloads,
     split_documents,
 )
-from reconciler.model import ClusterState, Pod
 from tests.fakes import k8s_objects as k
 
 GI = 1024**3

@@ -1,4 +1,4 @@
-"""scaleDown.windows arithmetic (reconciler/windows.py): cron fields, spans across midnight and
+"""scaleDown.windows arithmetic (reconciler/domain/windows.py): cron fields, spans across midnight and
 daylight-saving changes, overlapping windows, and when removals may next go."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from reconciler.windows import (
+from reconciler.domain.windows import (
     Window,
     allowed_removals,
     closed_notice,

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.config import Config, load_config
-from reconciler.errors import UserError
-from reconciler.windows import Window
+from reconciler.config.settings import Config, load_config
+from reconciler.domain.errors import UserError
+from reconciler.domain.windows import Window
 
 WINDOWS = """\
 cluster: c

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from reconciler.domain.windows import Window, longest_wait
 from reconciler.planning.types import Plan
-from reconciler.windows import Window, longest_wait
 from tests.unit.plan_world import World
 
 H = timedelta(hours=1)

@@ -1,13 +1,13 @@
 """The plan says when approved removals wait for scaleDown.windows: one line in its warnings, so the
-table and the JSON show it (reconciler/planning/plan.py, reconciler/windows.py)."""
+table and the JSON show it (reconciler/planning/plan.py, reconciler/domain/windows.py)."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
-from reconciler.plan_render import render_plan_table
+from reconciler.domain.windows import Window
 from reconciler.planning.types import CommittedGroup, Plan
-from reconciler.windows import Window
+from reconciler.views.plan import render_plan_table
 from tests.unit.plan_world import World
 
 H = timedelta(hours=1)

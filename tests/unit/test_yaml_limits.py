@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from reconciler.config import load_config
+from reconciler.config.documents import MAX_DEPTH, decode_utf8, parse_yaml
+from reconciler.config.settings import load_config
 from reconciler.demo.kube_api import ApiError, _json_or_yaml
-from reconciler.documents import MAX_DEPTH, decode_utf8, parse_yaml
-from reconciler.errors import UserError
+from reconciler.domain.errors import UserError
 from reconciler.gitops.manifest import manifest_problems, parse_manifest
 from reconciler.gitops.manifest_edit import ManifestEditor
 from reconciler.gitops.records import stored_records

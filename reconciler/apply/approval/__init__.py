@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from reconciler.apply.approval import github_reviews, protected_branch, signed
-from reconciler.apply.approval.base import ApprovalGate, FetchRef, Verdict
-from reconciler.config import Config
-from reconciler.errors import UserError
+from reconciler.apply.approval.base import ApprovalGate, FetchRef
+from reconciler.config.settings import Config
+from reconciler.domain.errors import UserError
+from reconciler.domain.verdict import Verdict
 from reconciler.gitops.forge.base import Forge
 
 Factory = Callable[[Config, Forge | None, Mapping[str, str] | None, FetchRef | None], ApprovalGate]

@@ -13,23 +13,14 @@ file, github-reviews without a forge) and `OperationError` when git or the forge
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
+
+from reconciler.domain.verdict import Verdict
 
 FetchRef = Callable[[str], None]
 """Bring one ref of the capacity repository's remote (such as GitHub's `refs/pull/N/head`) into the
 repository a gate reads; raises ReconcilerError when it cannot. Given by whoever owns the clone."""
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """Whether commit C is approved, by whom (a signer principal, reviewers, or "branch protection"),
-    and one line saying why; when refused, the line names what would approve it."""
-
-    approved: bool
-    by: str
-    reason: str
 
 
 class ApprovalGate(Protocol):

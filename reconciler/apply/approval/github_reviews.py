@@ -28,10 +28,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reconciler.apply.approval.base import FetchRef, Verdict, short
+from reconciler.apply.approval.base import FetchRef, short
 from reconciler.apply.changes import removals
-from reconciler.config import Config
-from reconciler.errors import OperationError, ReconcilerError, UserError
+from reconciler.config.settings import Config
+from reconciler.domain.errors import OperationError, ReconcilerError, UserError
+from reconciler.domain.verdict import Verdict
 from reconciler.gitops.forge import make_forge
 from reconciler.gitops.forge.base import Forge, PullRequest
 from reconciler.gitops.manifest import parse_manifest

@@ -12,8 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from reconciler.apply.approval.base import FetchRef, Verdict, short
-from reconciler.config import Config
+from reconciler.apply.approval.base import FetchRef, short
+from reconciler.config.settings import Config
+from reconciler.domain.verdict import Verdict
 from reconciler.gitops.forge.base import Forge
 
 NAME = "protected-branch"

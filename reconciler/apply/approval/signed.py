@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from reconciler.apply.approval.base import FetchRef, Verdict, short
-from reconciler.config import Config
-from reconciler.errors import OperationError, UserError
+from reconciler.apply.approval.base import FetchRef, short
+from reconciler.config.settings import Config
+from reconciler.domain.errors import OperationError, UserError
+from reconciler.domain.verdict import Verdict
 from reconciler.gitops.forge.base import Forge
 
 NAME = "signed"

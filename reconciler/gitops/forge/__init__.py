@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from reconciler.config import ForgeConfig
-from reconciler.errors import UserError
+from reconciler.config.settings import ForgeConfig
+from reconciler.domain.errors import UserError
 from reconciler.gitops.forge import github, none
 from reconciler.gitops.forge.base import (
     CLOSED,

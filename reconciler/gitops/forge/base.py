@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from reconciler.errors import ReconcilerError
+from reconciler.domain.errors import ReconcilerError
 
 OPEN = "open"
 CLOSED = "closed"

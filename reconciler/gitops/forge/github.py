@@ -41,8 +41,8 @@ from typing import Any
 
 import tenacity
 
-from reconciler.config import ForgeConfig
-from reconciler.errors import OperationError, ReconcilerError, UserError
+from reconciler.config.settings import ForgeConfig
+from reconciler.domain.errors import OperationError, ReconcilerError, UserError
 from reconciler.gitops.forge.base import (
     CLOSED,
     OPEN,

@@ -12,8 +12,8 @@ import urllib.parse
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 
-from reconciler.config import ForgeConfig
-from reconciler.errors import UserError
+from reconciler.config.settings import ForgeConfig
+from reconciler.domain.errors import UserError
 from reconciler.gitops.forge.base import CLOSED, UNOPENED, PullRequest, Reviews
 
 NAME = "none"

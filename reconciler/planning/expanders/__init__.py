@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from reconciler.config import ExpanderOptions
+from reconciler.config.settings import ExpanderOptions
 from reconciler.planning.expanders import least_nodes, least_waste, most_pods, priority, random_choice
 from reconciler.planning.expanders.base import Expander, Option
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from reconciler.model import NodeTemplate, Pod
+from reconciler.domain.model import NodeTemplate, Pod
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from reconciler.config import ExpanderOptions
+from reconciler.config.settings import ExpanderOptions
 from reconciler.planning.expanders.base import Option
 
 NAME = "least-nodes"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from reconciler.config import ExpanderOptions
+from reconciler.config.settings import ExpanderOptions
 from reconciler.planning.expanders.base import Option
 
 NAME = "priority"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from reconciler.config import ExpanderOptions
+from reconciler.config.settings import ExpanderOptions
 from reconciler.planning.expanders.base import Option
 
 NAME = "random"

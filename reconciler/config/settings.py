@@ -12,11 +12,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from reconciler.documents import check, fill_defaults, load_schema, plain, read_yaml
-from reconciler.durations import parse_duration
-from reconciler.errors import UserError
-from reconciler.quantity import int_value, milli_value
-from reconciler.windows import HORIZON, MAX_DURATION, Window, next_opening, parse_cron, zone
+from reconciler.config.documents import check, fill_defaults, load_schema, plain, read_yaml
+from reconciler.domain.durations import parse_duration
+from reconciler.domain.errors import UserError
+from reconciler.domain.quantity import int_value, milli_value
+from reconciler.domain.windows import HORIZON, MAX_DURATION, Window, next_opening, parse_cron, zone
 
 DEFAULT_CONFIG_FILE = "asg-reconciler.yaml"
 CONFIG_ENV = "ASG_RECONCILER_CONFIG"
@@ -61,7 +61,7 @@ class ScaleDownConfig:
     skip_nodes_with_custom_controller_pods: bool = True
     ignore_daemonsets_utilization: bool = False
     blocking_system_pod_disruption_timeout: timedelta = timedelta(hours=1)
-    # when approved removals may be applied (reconciler/windows.py); empty: any time
+    # when approved removals may be applied (reconciler/domain/windows.py); empty: any time
     windows: tuple[Window, ...] = ()
 
 

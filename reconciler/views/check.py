@@ -2,15 +2,15 @@
 
 The first line is the hidden marker `check --comment` finds its own comment by; the rest is the
 verdict, then validate, the approval gate and `apply --dry-run`, each in its own section. Every
-piece of text a ref, a commit, a manifest or an error brought is escaped (reconciler/markdown.py),
+piece of text a ref, a commit, a manifest or an error brought is escaped (reconciler/domain/markdown.py),
 and a comment is cut to what GitHub accepts with the verdict kept first.
 """
 
 from __future__ import annotations
 
-from reconciler.apply_render import render_apply_table
-from reconciler.markdown import GITHUB_BODY_LIMIT, Part, code, fenced, fit, inline
-from reconciler.runtime.check_stage import (
+from reconciler.domain.markdown import GITHUB_BODY_LIMIT, Part, code, fenced, fit, inline
+from reconciler.views.apply import render_apply_table
+from reconciler.views.check_report import (
     ALREADY_ON_BRANCH,
     FAST_FORWARD,
     CheckReport,

@@ -30,7 +30,7 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.events import AliasEvent, CollectionStartEvent
 from ruamel.yaml.scanner import RoundTripScanner, Scanner
 
-from reconciler.errors import UserError
+from reconciler.domain.errors import UserError
 
 MAX_DEPTH = 100  # nested mappings/sequences; a manifest needs 4, a config 5, a kubectl object ~20
 _NO_ANCHORS = (

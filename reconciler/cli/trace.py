@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import click
 
-from reconciler.errors import UserError
+from reconciler.domain.errors import UserError
 from reconciler.simulation.generate import DEFAULT_START, KINDS
 from reconciler.simulation.trace import RawTrace
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from reconciler.output import to_csv
 from reconciler.planning.types import NONE, SCALE_DOWN, GroupPlan, Plan
+from reconciler.views.output import to_csv
 
 CSV_COLUMNS = ("name", "minSize", "maxSize", "current", "desired", "action", "reasons", "removeInstances")
 

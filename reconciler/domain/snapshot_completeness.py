@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from reconciler.errors import UserError
-from reconciler.model import ClusterState, NodeGroup
+from reconciler.domain.errors import UserError
+from reconciler.domain.model import ClusterState, NodeGroup
 
 # The dump the docs tell users to make (README "--snapshot"): every kind the planner reads.
 COMPLETE_DUMP = "kubectl get nodes,pods,pdb,daemonsets,pv,pvc,namespaces -A -o json"

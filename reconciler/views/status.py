@@ -12,12 +12,12 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from reconciler.inventory import GroupInventory, Inventory
-from reconciler.model import CPU, MEMORY
-from reconciler.output import table, to_csv
+from reconciler.domain.inventory import GroupInventory, Inventory
+from reconciler.domain.model import CPU, MEMORY
+from reconciler.domain.quantity import format_bytes, format_cpu
 from reconciler.planning.baseline import baseline
 from reconciler.planning.types import CommittedGroup
-from reconciler.quantity import format_bytes, format_cpu
+from reconciler.views.output import table, to_csv
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,9 @@ from typing import Any, TypeVar
 
 import click
 
-from reconciler.config import Config, config_path, load_config
-from reconciler.errors import ReconcilerError, UserError
-from reconciler.output import to_json, to_yaml
+from reconciler.config.settings import Config, config_path, load_config
+from reconciler.domain.errors import ReconcilerError, UserError
+from reconciler.views.output import to_json, to_yaml
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -85,7 +85,7 @@ def cli(context: click.Context, log_format: str, log_level: str | None) -> None:
 def status(config_file: str | None, output: str, snapshot: Path | None) -> None:
     """Node groups, nodes, pending pods, manifest vs AWS and warnings (read-only)."""
     from reconciler.runtime.status_stage import status_once
-    from reconciler.status import render_status_table
+    from reconciler.views.status import render_status_table
 
     report = status_once(_load(config_file), snapshot, _now())
     if output == "table":
@@ -105,8 +105,8 @@ def status(config_file: str | None, output: str, snapshot: Path | None) -> None:
 @click.option("--dry-run", is_flag=True, help="Compute and print the plan; write nothing to Git.")
 def plan(config_file: str | None, output: str, snapshot: Path | None, dry_run: bool) -> None:
     """Compute each group's desired capacity; without --dry-run, write it to Git."""
-    from reconciler.plan_render import render_plan_csv, render_plan_table
     from reconciler.runtime.plan_stage import plan_once
+    from reconciler.views.plan import render_plan_csv, render_plan_table
 
     config = _load(config_file)
     run = plan_once(config, snapshot, _now(), dry_run=dry_run, require_groups=True)
@@ -133,8 +133,8 @@ def plan(config_file: str | None, output: str, snapshot: Path | None, dry_run: b
 def apply_command(config_file: str | None, output: str, dry_run: bool, ref: str | None) -> int:
     """Sync the manifest committed on git.branch to AWS: raise desired for increases; drain and
     terminate exactly the approved instances. Never lowers desired."""
-    from reconciler.apply_render import render_apply_table
     from reconciler.runtime.apply_stage import apply_once
+    from reconciler.views.apply import render_apply_table
 
     run = apply_once(_load(config_file), _now(), dry_run=dry_run, ref=ref)
     if output == "table":
@@ -203,7 +203,7 @@ def what_if(
     every pod nothing can host and why. A workload that already runs counts only its difference.
     Writes nothing (no Git, no AWS); exit 0 whatever the answer (docs/what-if.md)."""
     from reconciler.runtime.whatif_stage import WhatIfRequest, what_if_and_comment
-    from reconciler.whatif_render import render_what_if_markdown, render_what_if_table
+    from reconciler.views.whatif import render_what_if_markdown, render_what_if_table
 
     request = WhatIfRequest(files, snapshot, prices, namespace)
     report, said = what_if_and_comment(
@@ -293,10 +293,11 @@ def history(
         click.echo(write_report(_load(config_file), report, since, node_group))
         return
 
-    from reconciler.gitops.history import history_command, render_history
+    from reconciler.gitops.history import history_command
     from reconciler.gitops.record_signing import load_verifier
     from reconciler.gitops.records import NOTES_REF, history_entries
     from reconciler.runtime.plan_stage import working_copy
+    from reconciler.views.history import render_history
 
     config = _load(config_file)
     # apply's keys: a record none of them signed is shown as unverified (none listed: shown as is)
@@ -343,7 +344,10 @@ def demo(keep: Path | None) -> None:
     """The embedded walkthrough against an in-process AWS mock (what `make demo` runs)."""
     from reconciler.demo.walkthrough import run_demo
 
-    run_demo(click.echo, keep)
+    def command(args: list[str]) -> None:
+        cli.main(args=args, prog_name="asg-reconciler", standalone_mode=False)
+
+    run_demo(click.echo, command, keep)
 
 
 @cli.group(invoke_without_command=True)
@@ -517,7 +521,7 @@ def simulate(
 
 
 def _register_trace_commands() -> None:
-    from reconciler.trace_cli import trace
+    from reconciler.cli.trace import trace
 
     simulate.add_command(trace)
 

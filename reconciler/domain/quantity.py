@@ -11,7 +11,7 @@ import re
 from fractions import Fraction
 from functools import lru_cache
 
-from reconciler.errors import UserError
+from reconciler.domain.errors import UserError
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {

@@ -9,13 +9,13 @@ from pathlib import Path
 
 from reconciler.aws.discovery import ClusterView, Described
 from reconciler.aws.reader import AwsReader
-from reconciler.config import Config
-from reconciler.inventory import Inventory, build_inventory
+from reconciler.config.settings import Config
+from reconciler.domain.inventory import Inventory, build_inventory
+from reconciler.domain.model import ClusterState
+from reconciler.domain.snapshot_completeness import require_complete_for
 from reconciler.kube.client import api_client
 from reconciler.kube.live import LiveReader
 from reconciler.kube.snapshot import read_snapshot
-from reconciler.model import ClusterState
-from reconciler.snapshot_completeness import require_complete_for
 
 
 def read_cluster(config: Config, snapshot: Path | None, now: datetime, *, pods: bool = True) -> ClusterState:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from reconciler.model import (
+from reconciler.domain.model import (
     HOSTNAME_LABEL,
     ClusterState,
     Instance,

@@ -7,8 +7,8 @@ counted (a workload that already runs counts only its difference).
 
 from __future__ import annotations
 
-from reconciler.markdown import code, inline
-from reconciler.whatif_report import MARKER, WhatIfReport
+from reconciler.domain.markdown import code, inline
+from reconciler.views.whatif_report import MARKER, WhatIfReport
 
 TABLE_PODS = 100  # unhosted pods listed in the table (JSON lists them all)
 COMMENT_PODS = 30  # ... and in a comment (GitHub keeps a comment under 65,536 characters)

@@ -16,9 +16,14 @@ class UserError(ReconcilerError):
 
 
 class OperationError(ReconcilerError):
-    """Something outside failed (AWS, the API server, Git): the message says what and why."""
+    """Something outside failed (AWS, the API server, Git): the message says what and why.
+
+    Each edge raises its own subclass (kube/errors.py, aws/errors.py, gitops/errors.py), whose
+    `edge` is the metrics label and log field for what failed: never derived from the message, so
+    rewording one changes no metric."""
 
     exit_code = 1
+    edge = "other"
 
 
 class RefusedError(ReconcilerError):

@@ -68,7 +68,7 @@ def _read_snapshot(path: Path, now: datetime, autoscaler_names: tuple[str, str] 
         raise UserError(f"{path}: no .json or .yaml files in this directory (pass a kubectl dump)")
     found = 0
     for file in files:
-        for found_object in _objects(file):
+        for found_object in read_objects(file):
             found += 1
             if found_object is _A_LIST:
                 continue
@@ -97,7 +97,7 @@ def _read(file: Path) -> bytes:
         raise UserError(f"{file}: cannot read: {exc.strerror}") from None
 
 
-def _objects(file: Path) -> Iterator[Object]:
+def read_objects(file: Path) -> Iterator[Object]:
     try:
         yield from _parsed(file)
     except RecursionError:  # the JSON decoders recurse; YAML's depth is refused before this

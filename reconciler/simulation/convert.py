@@ -23,7 +23,7 @@ import msgspec
 from reconciler.domain.errors import UserError
 from reconciler.domain.model import INSTANCE_TYPE_LABEL, LEGACY_ZONE_LABEL, MIRROR_POD, ZONE_LABEL, Node
 from reconciler.kube.parse import TERMINAL_PHASES, ObjectReader
-from reconciler.kube.snapshot import _objects as snapshot_objects
+from reconciler.kube.snapshot import read_objects as snapshot_objects
 from reconciler.simulation.trace import RawTrace
 
 DUMP_COMMAND = "kubectl get nodes,pods -A -o json > dump-$(date -u +%FT%TZ).json"

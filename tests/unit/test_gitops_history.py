@@ -11,8 +11,8 @@ import pytest
 
 from reconciler.domain.errors import UserError
 from reconciler.gitops.history import Entry, build_entries, parse_log, parse_since
-from reconciler.views.history import render_history
 from reconciler.gitops.trailers import CapacityMessage, Change, InstanceRemoval, Reason, build_message
+from reconciler.views.history import render_history
 
 NOW = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)
 

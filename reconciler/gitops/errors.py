@@ -1,0 +1,17 @@
+"""Git's and the forge's typed failures: what metrics and logs label them by (never message text)."""
+
+from __future__ import annotations
+
+from reconciler.domain.errors import OperationError
+
+
+class GitError(OperationError):
+    """A git command or the capacity repository's remote failed."""
+
+    edge = "git"
+
+
+class ForgeError(OperationError):
+    """The forge's API (GitHub) failed or could not be reached."""
+
+    edge = "forge"

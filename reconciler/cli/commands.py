@@ -12,7 +12,7 @@ import click
 
 from reconciler.config.settings import Config, config_path, load_config
 from reconciler.domain.errors import ReconcilerError, UserError
-from reconciler.views.output import to_json, to_yaml
+from reconciler.views.output import render
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -88,14 +88,10 @@ def status(config_file: str | None, output: str, snapshot: Path | None) -> None:
     from reconciler.views.status import render_status_table
 
     report = status_once(_load(config_file), snapshot, _now())
-    if output == "table":
-        click.echo(render_status_table(report), nl=False)
-    elif output == "json":
-        click.echo(to_json(report.to_dict()), nl=False)
-    elif output == "csv":
-        click.echo(report.to_csv(), nl=False)
-    else:
-        click.echo(to_yaml(report.to_dict()), nl=False)
+    shown = render(
+        output, as_table=lambda: render_status_table(report), as_data=report.to_dict, as_csv=report.to_csv
+    )
+    click.echo(shown, nl=False)
 
 
 @cli.command()
@@ -110,14 +106,13 @@ def plan(config_file: str | None, output: str, snapshot: Path | None, dry_run: b
 
     config = _load(config_file)
     run = plan_once(config, snapshot, _now(), dry_run=dry_run, require_groups=True)
-    if output == "table":
-        click.echo(render_plan_table(run.plan), nl=False)
-    elif output == "json":
-        click.echo(to_json({**run.plan.to_dict(), "awsCalls": dict(run.aws_calls)}), nl=False)
-    elif output == "csv":
-        click.echo(render_plan_csv(run.plan), nl=False)
-    else:
-        click.echo(to_yaml({**run.plan.to_dict(), "awsCalls": dict(run.aws_calls)}), nl=False)
+    shown = render(
+        output,
+        as_table=lambda: render_plan_table(run.plan),
+        as_data=lambda: {**run.plan.to_dict(), "awsCalls": dict(run.aws_calls)},
+        as_csv=lambda: render_plan_csv(run.plan),
+    )
+    click.echo(shown, nl=False)
     if run.published is not None:
         for note in run.published.notes or ("nothing to write: Git already says this",):
             click.echo(note, err=output != "table")
@@ -137,12 +132,9 @@ def apply_command(config_file: str | None, output: str, dry_run: bool, ref: str 
     from reconciler.views.apply import render_apply_table
 
     run = apply_once(_load(config_file), _now(), dry_run=dry_run, ref=ref)
-    if output == "table":
-        click.echo(render_apply_table(run.report), nl=False)
-    elif output == "json":
-        click.echo(to_json(run.report.to_dict()), nl=False)
-    else:
-        click.echo(to_yaml(run.report.to_dict()), nl=False)
+    click.echo(
+        render(output, as_table=lambda: render_apply_table(run.report), as_data=run.report.to_dict), nl=False
+    )
     return run.report.exit_code
 
 
@@ -209,10 +201,9 @@ def what_if(
     report, said = what_if_and_comment(
         lambda: _load(config_file), request, _now(), pull_request, render_what_if_markdown
     )
-    if output == "table":
-        click.echo(render_what_if_table(report), nl=False)
-    else:
-        click.echo(to_json(report.to_dict()), nl=False)
+    click.echo(
+        render(output, as_table=lambda: render_what_if_table(report), as_data=report.to_dict), nl=False
+    )
     if said:
         click.echo(said, err=True)
 
@@ -283,8 +274,6 @@ def history(
     report: str | None,
 ) -> None:
     """The capacity audit trail of every group, from commit trailers (one git log)."""
-    from functools import partial
-
     if report is not None:
         from reconciler.runtime.report_stage import write_report
 
@@ -293,25 +282,10 @@ def history(
         click.echo(write_report(_load(config_file), report, since, node_group))
         return
 
-    from reconciler.gitops.history import history_command
-    from reconciler.gitops.record_signing import load_verifier
-    from reconciler.gitops.records import NOTES_REF, history_entries
-    from reconciler.runtime.plan_stage import working_copy
+    from reconciler.runtime.history_stage import history_once
     from reconciler.views.history import render_history
 
-    config = _load(config_file)
-    # apply's keys: a record none of them signed is shown as unverified (none listed: shown as is)
-    verifier = load_verifier(config.apply.record_signers, "apply.recordSigners")
-    copy = working_copy(config)
-    copy.fetch_notes(NOTES_REF)  # apply's records, shown beside the plan's commits
-    entries = history_command(
-        copy.path,
-        config.cluster,
-        node_group,
-        since,
-        ref=f"refs/remotes/origin/{config.git.branch}",
-        note_entries=partial(history_entries, verifier=verifier) if verifier else history_entries,
-    )
+    entries = history_once(_load(config_file), node_group, since)
     click.echo(render_history(entries, output), nl=False)
 
 
@@ -510,12 +484,13 @@ def simulate(
         from reconciler.simulation.plot import write_plot
 
         write_plot(report, plot)
-    if output == "table":
-        click.echo(render_table(report), nl=False)
-    elif output == "json":
-        click.echo(to_json(report_dict(report)), nl=False)
-    else:
-        click.echo(render_csv(report), nl=False)
+    shown = render(
+        output,
+        as_table=lambda: render_table(report),
+        as_data=lambda: report_dict(report),
+        as_csv=lambda: render_csv(report),
+    )
+    click.echo(shown, nl=False)
     if plot is not None:
         click.echo(f"plot written to {plot}", err=True)
 

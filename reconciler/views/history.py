@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from datetime import UTC
 from typing import Any
 
-from reconciler.domain.errors import UserError
 from reconciler.gitops.history import Entry
 from reconciler.views import output
 
@@ -56,14 +55,15 @@ def history_rows(entries: Sequence[Entry]) -> list[dict[str, Any]]:
 
 def render_history(entries: Sequence[Entry], fmt: str = "table") -> str:
     rows = history_rows(entries)
-    if fmt == "json":
-        return output.to_json(rows)
-    if fmt == "yaml":
-        return output.to_yaml(rows)
-    if fmt == "csv":
-        return output.to_csv(rows, COLUMNS)
-    if fmt != "table":
-        raise UserError(f"--output {fmt!r}: use one of {', '.join(output.FORMATS)}")
+    return output.render(
+        fmt,
+        as_table=lambda: _table(rows, entries),
+        as_data=lambda: rows,
+        as_csv=lambda: output.to_csv(rows, COLUMNS),
+    )
+
+
+def _table(rows: Sequence[dict[str, Any]], entries: Sequence[Entry]) -> str:
     if not rows:
         return "no capacity commits yet (or none match the filters)\n"
     cells = [

@@ -5,10 +5,12 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ruamel.yaml import YAML
+
+from reconciler.domain.errors import UserError
 
 FORMATS = ("table", "json", "yaml", "csv")
 
@@ -48,3 +50,25 @@ def _cell(value: Any) -> str:
     if isinstance(value, list | tuple):
         return ",".join(str(v) for v in value)
     return str(value)
+
+
+def render(
+    fmt: str,
+    *,
+    as_table: Callable[[], str],
+    as_data: Callable[[], Any] | None = None,
+    as_csv: Callable[[], str] | None = None,
+) -> str:
+    """One `--output` switch for every command: a table for people, the same data as JSON or YAML
+    for scripts, CSV where a command has rows. Each is computed only when asked for. The command
+    line offers only the formats a command has (click.Choice); anything else is a UserError here."""
+    if fmt == "table":
+        return as_table()
+    if fmt == "csv" and as_csv is not None:
+        return as_csv()
+    if fmt == "json" and as_data is not None:
+        return to_json(as_data())
+    if fmt == "yaml" and as_data is not None:
+        return to_yaml(as_data())
+    offered = ["table", *(["json", "yaml"] if as_data else []), *(["csv"] if as_csv else [])]
+    raise UserError(f"--output {fmt!r}: use one of {', '.join(offered)}")

@@ -1668,7 +1668,8 @@ class FakeKubeAPI:
         """Stream watch events as JSON lines (one chunk per batch) until timeoutSeconds, reset or stop.
 
         No resourceVersion (or "0") starts with ADDED for every current object, as the real server;
-        a resourceVersion older than the retained events gets an ERROR event with a 410 Status.
+        a resourceVersion older than the retained events gets an ERROR event with a 410 Status, and so
+        does a watch that fell behind: its next events trimmed from the log while it was writing.
         With allowWatchBookmarks, a BOOKMARK carries the newest resourceVersion every
         `bookmark_interval` seconds and as the timeout ends.
         """
@@ -1726,6 +1727,15 @@ class FakeKubeAPI:
                     if self._epoch != epoch:
                         return
                     store = self._stores[res.kind]
+                    if since < store.floor_rv:
+                        # fell behind while writing: its next events were trimmed from the log. The
+                        # real watch cache ends a watcher that cannot keep up and the resume is 410;
+                        # skipping to the oldest kept event would lose every event in between
+                        gone = status_body(
+                            410, "Expired", f"too old resource version: {since} ({store.floor_rv})"
+                        )
+                        mark = b'{"type":"ERROR","object":%s}\n' % orjson.dumps(gone)
+                        break
                     events = store.events_after(since)
                     if events:
                         break
@@ -1744,7 +1754,7 @@ class FakeKubeAPI:
                     self._cond.wait(max(wait, 0.0))
             if mark:
                 write(mark)
-                if deadline - time.monotonic() <= 0:
+                if mark.startswith(b'{"type":"ERROR"') or deadline - time.monotonic() <= 0:
                     return
                 continue
             out = []

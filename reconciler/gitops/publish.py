@@ -113,6 +113,7 @@ def _publish_for_review(
     if head is not None and _locked_reason(copy, forge, pr, branch, base, head, config) is not None:
         notes.append(f"scale-up {branch} kept as is: a person has reviewed or changed it")
         return
+    forge.ready()  # before the push: never a branch whose pull request cannot be opened
     sha = copy.commit(copy.head(base), {path: edited.text}, edited.message)
     assert sha is not None
     if head is None:
@@ -158,6 +159,7 @@ def _publish_proposal(
     if head is None:
         if draft is None:
             return None, None, "none"
+        forge.ready()  # before the push: never a branch whose pull request cannot be opened
         sha = copy.commit(copy.head(base), {path: draft.text}, draft.message)
         assert sha is not None
         copy.force_push(sha, branch, expected=None)
@@ -179,6 +181,7 @@ def _publish_proposal(
         return None, _close(copy, forge, pr, branch, head, plan, notes), "closed"
     if locked is None:
         assert draft is not None
+        forge.ready()
         sha = copy.commit(copy.head(base), {path: draft.text}, draft.message)
         assert sha is not None
         _lease_push(copy, sha, branch, head)

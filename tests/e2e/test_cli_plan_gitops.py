@@ -241,6 +241,32 @@ def test_scale_down_proposal_lifecycle(
     assert "no longer valid" in github.comments(1)[-1]
 
 
+def test_a_missing_forge_token_pushes_no_proposal_branch(
+    aws: MotoAws,
+    bare_remote: Path,
+    tmp_path: Path,
+    github: FakeGitHub,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The token is looked at before the branch is pushed: a missing one is exit 2 with the fix and
+    no branch, so the next plan (token set) opens branch and pull request together."""
+    setup = Setup(aws, tmp_path, bare_remote, github)
+    monkeypatch.delenv("GITHUB_TOKEN")
+    refused = setup.plan(capsys, setup.cluster())
+    assert refused.code == 2, refused.err
+    assert "forge.tokenEnv" in refused.err and "GITHUB_TOKEN" in refused.err
+    assert "Traceback" not in refused.err
+    assert setup.head(PROPOSAL) is None
+    assert github.writes() == []
+
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    opened = setup.plan(capsys, setup.cluster())
+    assert opened.code == 0, opened.err
+    assert setup.head(PROPOSAL) is not None
+    assert github.pull(1).state == "open" and github.pull(1).head == PROPOSAL
+
+
 def test_a_persons_commit_on_the_proposal_is_never_overwritten(
     aws: MotoAws, bare_remote: Path, tmp_path: Path, github: FakeGitHub, capsys: pytest.CaptureFixture[str]
 ) -> None:

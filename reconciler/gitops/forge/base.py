@@ -175,6 +175,12 @@ class Forge(Protocol):
         """False: the flow only pushes the branch, and `open` says where a person opens it."""
         ...
 
+    def ready(self) -> None:
+        """Raise UserError now if this forge cannot be used (its token missing or unreadable): asked
+        before a proposal branch is pushed, so a missing token never leaves a branch without its
+        pull request. Local only: no request is sent."""
+        ...
+
     def find_open(self, head: str) -> PullRequest | None:
         """The open pull request from branch `head` of this repository, if any."""
         ...

@@ -97,6 +97,9 @@ class GitHubForge:
 
     # ------------------------------------------------------------------ the Forge interface
 
+    def ready(self) -> None:
+        self._token()
+
     def find_open(self, head: str) -> PullRequest | None:
         owner = self.config.repo.split("/", 1)[0]
         query = {"state": "open", "head": f"{owner}:{head}", "per_page": str(PAGE_SIZE)}

@@ -31,6 +31,9 @@ class NoForge:
     name = NAME
     opens_pull_requests = False
 
+    def ready(self) -> None:
+        """Nothing to be ready: the branch is pushed and a person opens the pull request."""
+
     def find_open(self, head: str) -> PullRequest | None:
         return None  # nothing was opened, so nothing is open
 

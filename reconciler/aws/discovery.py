@@ -11,6 +11,7 @@ min/max are the user's own.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ from reconciler.aws.instance_types import describe_instance_types
 from reconciler.aws.launch import described_types, launch_types
 from reconciler.config.settings import Config, NodeGroupsConfig
 from reconciler.domain.errors import UserError
-from reconciler.domain.model import NodeGroup
+from reconciler.domain.model import GROUP_NAME, NodeGroup
 
 if TYPE_CHECKING:
     from mypy_boto3_autoscaling import AutoScalingClient
@@ -41,6 +42,9 @@ if TYPE_CHECKING:
 PAGE_SIZE = 100  # DescribeAutoScalingGroups' MaxRecords ceiling
 NAMES_PER_CALL = 100  # AutoScalingGroupNames accepts at most 100 names
 _INT = re.compile(r"^[+-]?[0-9]+$")
+
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -167,7 +171,39 @@ def discover_asgs(
             f"{f' {region}' if region else ''} (check the name and `region`, or remove the entry)"
         )
     explicit = [(spec, by_name[name]) for name, spec in explicit_specs.items()]
-    return merge_found(explicit, discovered)
+    return _nameable(merge_found(explicit, discovered), source)
+
+
+_said_unnameable: set[str] = set()
+
+
+def _nameable(found: tuple[FoundAsg, ...], source: str) -> tuple[FoundAsg, ...]:
+    """The groups whose names the manifest can carry. AWS allows a space (and more) in an ASG name;
+    the manifest, its commit trailers and `--node-group` do not. Such a group is left out, said
+    once per process, so one odd name never stops the plan of every other group. An explicit entry
+    is the user's own words: refused as a config error instead."""
+    kept: list[FoundAsg] = []
+    for item in found:
+        name = item.asg["AutoScalingGroupName"]
+        if GROUP_NAME.match(name):
+            kept.append(item)
+            continue
+        if item.explicit is not None:
+            prefix = f"{source}: " if source else ""
+            raise UserError(
+                f"{prefix}nodeGroups.explicit: the Auto Scaling group {name!r} has a name the manifest "
+                "cannot carry (letters, digits and _.:/@+=- only, at most 255); remove the entry "
+                "(an ASG cannot be renamed: create one with such a name and move the nodes)"
+            )
+        if name not in _said_unnameable:
+            _said_unnameable.add(name)
+            _log.warning(
+                "node group %r left out: its name has characters the manifest cannot carry (letters, "
+                "digits and _.:/@+=- only); other groups are planned as usual. Remove the discovery tags "
+                "from it to silence this, or create an ASG with such a name and move the nodes",
+                name,
+            )
+    return tuple(kept)
 
 
 def nothing_found(config: Config, region: str) -> str:

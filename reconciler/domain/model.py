@@ -7,11 +7,17 @@ ones, so 150k pods from a few hundred controllers share a few hundred maps.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from types import MappingProxyType
 from typing import NamedTuple
+
+# A node group name the manifest can carry: the manifest schema's groupName (schemas/manifest.schema.json;
+# a unit test keeps the two equal). AWS allows more (spaces, most of Unicode); such a group is left out
+# with a warning rather than breaking the manifest, its trailers and every other group's plan.
+GROUP_NAME = re.compile(r"^[A-Za-z0-9_.:/@+=-]{1,255}$")
 
 CPU = "cpu"
 MEMORY = "memory"

@@ -140,3 +140,25 @@ def test_instances_policies_and_suspended_processes(aws: MotoAws) -> None:
         assert instance.instance_type == "t3.small"
         assert instance.lifecycle_state == "InService"
         assert instance.launch_time is not None
+
+
+def test_a_group_whose_name_the_manifest_cannot_carry_is_left_out_with_a_warning(
+    aws: MotoAws, caplog: pytest.LogCaptureFixture
+) -> None:
+    """AWS allows spaces in an ASG name; the manifest does not. The odd one is left out and said,
+    every other group is planned as usual."""
+    aws.asg("general", tags={ENABLED: "true"})
+    aws.asg("my batch pool", tags={ENABLED: "true"})
+    autoscaling, ec2 = aws_clients(aws.config())
+    config = aws.config([f"asg:tag={ENABLED}"])
+    with caplog.at_level("WARNING"):
+        assert names(discover_node_groups(config, autoscaling, ec2)) == ["general"]
+    assert any("'my batch pool' left out" in r.getMessage() for r in caplog.records)
+
+
+def test_an_explicit_group_whose_name_the_manifest_cannot_carry_is_a_user_error(aws: MotoAws) -> None:
+    aws.asg("my batch pool")
+    autoscaling, ec2 = aws_clients(aws.config())
+    config = aws.config(explicit=["0:3:my batch pool"])
+    with pytest.raises(UserError, match="nodeGroups.explicit: the Auto Scaling group 'my batch pool'"):
+        discover_node_groups(config, autoscaling, ec2)

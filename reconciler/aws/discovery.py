@@ -171,7 +171,7 @@ def discover_asgs(
             f"{f' {region}' if region else ''} (check the name and `region`, or remove the entry)"
         )
     explicit = [(spec, by_name[name]) for name, spec in explicit_specs.items()]
-    return _nameable(merge_found(explicit, discovered), source)
+    return merge_found(explicit, discovered)
 
 
 _said_unnameable: set[str] = set()
@@ -275,7 +275,7 @@ class Described:
 def describe(config: Config, autoscaling: AutoScalingClient) -> Described:
     """ceil(groups / 100) DescribeAutoScalingGroups pages per spec and the region's DescribePolicies."""
     with aws_errors("describing node groups"):
-        found = discover_asgs(config.node_groups, autoscaling, config.source)
+        found = _nameable(discover_asgs(config.node_groups, autoscaling, config.source), config.source)
         return Described(found, groups_with_policies(autoscaling) if found else frozenset())
 
 

@@ -237,11 +237,15 @@ def approve(config_file: str | None, proposal: str, expect: str | None) -> None:
 @_config_option
 @click.option("--node-group", metavar="NAME", help="Only this node group (default: the whole cluster).")
 @click.option("--reason", default="", metavar="TEXT", help="Why, shown by apply and status.")
-def suspend(config_file: str | None, node_group: str | None, reason: str) -> None:
+@click.option(
+    "--force", is_flag=True, help="With --node-group: suspend it even if discovery does not find it (yet)."
+)
+def suspend(config_file: str | None, node_group: str | None, reason: str, force: bool) -> None:
     """The kill switch: stop apply's AWS and drain writes (ConfigMap asg-reconciler-control)."""
     from reconciler.runtime.control_stage import switch_once
 
-    click.echo(switch_once(_load(config_file), suspend=True, group=node_group, reason=reason))
+    config = _load(config_file)
+    click.echo(switch_once(config, suspend=True, group=node_group, reason=reason, force=force))
 
 
 @cli.command()

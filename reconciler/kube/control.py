@@ -132,13 +132,18 @@ class Suspension:
     at: str = ""
     key: str = ""  # the key that pulled it, as written ("" for apply.suspend in the config)
     digest: str = ""  # a hashed key: the SHA-256 of the group's name
+    odd: str = ""  # how an odd value ("no", "0") was read: as on, said wherever the switch is shown
 
-    def describe(self, what: str) -> str:
+    def describe(self, what: str, group: str | None = None) -> str:
         who = f" by {self.by}" if self.by else ""
         when = f" at {self.at}" if self.at else ""
         why = f": {self.reason}" if self.reason else ""
         key = f"key {self.key}; " if self.key else ""
-        return f"{what} suspended{who}{when}{why} ({key}asg-reconciler resume to lift it)"
+        lift = f"asg-reconciler resume --node-group {group}" if group else "asg-reconciler resume"
+        if not self.key:  # apply.suspend in the config, not the ConfigMap
+            lift = "set apply.suspend: false in the config"
+        odd = f"; {self.odd}" if self.odd else ""
+        return f"{what} suspended{who}{when}{why} ({key}{lift} to lift it){odd}"
 
     def names(self, written: str, group: str) -> bool:
         """Whether this suspension, written for `written`, stops `group` (names compare ignoring
@@ -173,7 +178,7 @@ class Control:
             raise SuspendedError(self.cluster.describe(f"apply is ({self.source})"))
         why = self._match(group) if group is not None else None
         if why is not None:
-            raise SuspendedError(why.describe(f"{group} is"))
+            raise SuspendedError(why.describe(f"{group} is", group))
 
     def suspended_groups(self, known: Iterable[str]) -> dict[str, Suspension]:
         """Each of the cluster's groups (`known`) the switch stops, by its own name."""
@@ -182,7 +187,9 @@ class Control:
     def lines(self) -> list[str]:
         """What is suspended, one line each (for `status`)."""
         found = [self.cluster.describe("apply is")] if self.cluster else []
-        return found + [why.describe(f"node group {name} is") for name, why in sorted(self.groups.items())]
+        return found + [
+            why.describe(f"node group {name} is", name) for name, why in sorted(self.groups.items())
+        ]
 
     def warnings(self, known: Iterable[str]) -> list[str]:
         """What a person should correct: the notes of the read, and each group key that names none
@@ -283,12 +290,14 @@ def control_from_data(data: Mapping[str, str], source: str) -> Control:
     groups: dict[str, Suspension] = {}
     for slot in slots.values():
         pulled = slot.words.get("suspend", [])
+        odd: list[str] = []
         for key, value in pulled:
             if value.strip().lower() not in ("", "true", "false"):
-                notes.append(
+                odd.append(
                     f'{key}: {value!r} is read as on (only absent, empty or "false" is off; '
                     'write "true" or "false")'
                 )
+        notes.extend(odd)
         on = [key for key, value in pulled if _on(value)]
         if not on:
             continue
@@ -298,6 +307,7 @@ def control_from_data(data: Mapping[str, str], source: str) -> Control:
             slot.value("at"),
             key=on[0],
             digest=slot.rest if slot.form == HASHED else "",
+            odd="; ".join(odd),
         )
         if not slot.rest:
             cluster = why

@@ -10,7 +10,7 @@ What is timed: the whole `asg-reconciler simulate --trace T --compare ca --durat
 policies (ours with reviewed scale-downs, and the cluster-autoscaler-like one), 2,881 plans each (one
 at 0 and every 30 s through 24:00), in a fresh process started here: the interpreter, the imports,
 reading the trace, both runs and the table. The child calls the console script's function
-(`reconciler.cli.commands:main`) with the config defaults (no config file, $ASG_RECONCILER_CONFIG unset) and
+(`reconciler.cli:main`) with the config defaults (no config file, $ASG_RECONCILER_CONFIG unset) and
 keeps the report `simulate_once` returns, for the node counts the table does not print. The planner's
 and the engine's shares come from the engine's own clocks: "planner" is `make_plan`, "engine" the
 rest of a step (the snapshot, `build_inventory`, events, the scheduler, the policy).

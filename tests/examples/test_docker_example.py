@@ -199,7 +199,7 @@ def test_the_wheel_holds_the_package_data_the_entry_point_and_the_dependencies(w
         ]
     ]
     assert len(wanted) >= 6 and set(wanted) <= names, set(wanted) - names
-    assert "asg-reconciler = reconciler.cli.commands:main" in entry_points
+    assert "asg-reconciler = reconciler.cli:main" in entry_points
     requires = {
         line.removeprefix("Requires-Dist: ")
         for line in metadata.splitlines()

@@ -8,7 +8,7 @@ in 36 shapes. Exactly 10% of the nodes are filled below the 0.5 utilisation thre
 pending pods ask for are filled to 90-97%, so those pods need new nodes, as the scheduler said.
 
 The description is then rendered
-- as kubectl JSON (`dump_objects`), built with the factories of tests/fakes/k8s_objects.py
+- as kubectl JSON (`dump_objects`), built with the factories of tests/support/k8s_objects.py
   (`realistic_pod` for every pod, ~4.5 KB each), for `plan --dry-run --snapshot`;
 - as the model (`cluster_state`, `node_groups`): each controller's pod JSON is parsed once by the real
   reader (`reconciler.kube.parse.ObjectReader`) and cloned per pod, so the in-memory ClusterState is
@@ -42,8 +42,8 @@ from reconciler.domain.model import (  # noqa: E402
 )
 from reconciler.kube.parse import ObjectReader  # noqa: E402
 from reconciler.planning.types import PlannerMemory  # noqa: E402
-from tests.fakes import k8s_objects as k  # noqa: E402
-from tests.fakes.k8s_objects import DEFAULT_TOLERATIONS  # noqa: E402
+from tests.support import k8s_objects as k  # noqa: E402
+from tests.support.k8s_objects import DEFAULT_TOLERATIONS  # noqa: E402
 
 REGION = "us-east-1"
 ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")

@@ -40,7 +40,7 @@ from reconciler.domain.errors import OperationError
 from reconciler.gitops.manifest_edit import ManifestEditor
 from reconciler.gitops.repo import Identity, Update, WorkingCopy
 from reconciler.gitops.trailers import CapacityMessage, Change, Reason, build_message
-from tests.fixtures_git import ALICE, BOT, FastCommit, fast_import, free_port, git, init_bare
+from tests.support.git import ALICE, BOT, FastCommit, fast_import, free_port, git, init_bare
 
 WRITERS = 20
 ROUNDS = 5

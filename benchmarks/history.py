@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from reconciler.gitops.history import history_command
 from reconciler.gitops.records import NOTES_REF, ApplyRecord, GroupRecord, encode_note, history_entries
-from tests.fixtures_git import CLUSTER, capacity_history, init_bare
+from tests.support.git import CLUSTER, capacity_history, init_bare
 
 COMMITS = 10_000
 ROUNDS = 9

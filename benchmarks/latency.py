@@ -45,9 +45,9 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 
 from reconciler.demo.kube_api import FakeKubeAPI  # noqa: E402
 from reconciler.demo.mock_aws import mock_aws  # noqa: E402
-from tests.fakes import k8s_objects as k  # noqa: E402
-from tests.fixtures_git import free_port  # noqa: E402
-from tests.fixtures_kube import write_kubeconfig  # noqa: E402
+from tests.support import k8s_objects as k  # noqa: E402
+from tests.support.git import free_port  # noqa: E402
+from tests.support.kube import write_kubeconfig  # noqa: E402
 
 TARGET_MEDIAN, TARGET_MAX, TARGET_GROWTH = 2.5, 5.0, 0.10
 TARGET_BIG_MEDIAN = 5.0  # with --nodes 5000 --pods 150000

@@ -30,7 +30,7 @@ TARGET_RSS_BYTES = 1 << 30
 
 
 def generate(path: Path, pods: int, nodes: int) -> int:
-    from tests.fakes import k8s_objects as k
+    from tests.support import k8s_objects as k
 
     def objects():  # type: ignore[no-untyped-def]
         for n in range(nodes):
@@ -54,7 +54,7 @@ def generate(path: Path, pods: int, nodes: int) -> int:
 def measure(url: str) -> None:
     """Runs in a fresh process: list everything, print seconds, counts and peak RSS as JSON."""
     from reconciler.kube.live import LiveReader
-    from tests.fixtures_kube import make_api_client
+    from tests.support.kube import make_api_client
 
     reader = LiveReader(make_api_client(url), page_size=500)
     started = time.perf_counter()
@@ -84,7 +84,7 @@ def warm_up(url: str) -> float:
 def kubectl_seconds(url: str, workdir: Path) -> float | None:
     if shutil.which("kubectl") is None:
         return None
-    from tests.fixtures_kube import write_kubeconfig
+    from tests.support.kube import write_kubeconfig
 
     kubeconfig = write_kubeconfig(workdir / "kubeconfig", url)
     started = time.perf_counter()

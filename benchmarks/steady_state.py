@@ -107,7 +107,7 @@ def measure(url: str, soak_cycles: int) -> None:
     wire = Wire()
     from reconciler.kube.cache import ClusterCache
     from reconciler.kube.live import LiveReader
-    from tests.fixtures_kube import make_api_client
+    from tests.support.kube import make_api_client
 
     api = make_api_client(url)
     api.rest_client.pool_manager.connection_pool_kw["maxsize"] = 24  # a watch per kind, and lists
@@ -171,7 +171,7 @@ def measure(url: str, soak_cycles: int) -> None:
 
 def _churn(url: str) -> Callable[[int], None]:
     """One pod change per call, through the API: create, relabel, delete, in turn."""
-    from tests.fakes import k8s_objects as k
+    from tests.support import k8s_objects as k
 
     def send(method: str, path: str, body: Any = None) -> None:
         data = json.dumps(body).encode() if body is not None else None

@@ -11,9 +11,9 @@ settings.register_profile("suite", deadline=None)
 settings.load_profile("suite")
 
 pytest_plugins = [
-    "tests.fixtures_aws",
-    "tests.fixtures_kube",
-    "tests.fixtures_git",
+    "tests.support.aws",
+    "tests.support.kube",
+    "tests.support.git",
 ]
 
 # moto's server logs every request, and a traceback for each action it has not implemented (which

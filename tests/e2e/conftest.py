@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from reconciler.demo.kube_api import FakeKubeAPI
-from tests.e2e.test_cli_apply import World
-from tests.fixtures_aws import MotoAws
+from tests.support.apply_world import World
+from tests.support.aws import MotoAws
 
 
 @pytest.fixture

@@ -19,10 +19,10 @@ import pytest
 
 from reconciler.domain.model import OWN_DRAIN_TAINT
 from reconciler.runtime import apply_stage
-from tests.e2e.test_cli_apply import NOTES, World, approved, pod
-from tests.fakes import k8s_objects as k
-from tests.fixtures_aws import on_every_session
-from tests.fixtures_git import git, needs_ssh_keygen
+from tests.support import k8s_objects as k
+from tests.support.apply_world import NOTES, World, approved, pod
+from tests.support.aws import on_every_session
+from tests.support.git import git, needs_ssh_keygen
 
 pytestmark = needs_ssh_keygen
 

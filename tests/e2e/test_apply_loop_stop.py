@@ -12,7 +12,7 @@ import pytest
 from reconciler.config.settings import load_config
 from reconciler.runtime.apply_stage import LoopHooks, apply_once
 from reconciler.runtime.shutdown import Shutdown
-from tests.e2e.test_cli_apply import World, approved, untouched
+from tests.support.apply_world import World, approved, untouched
 
 
 def _stop_at_first_eviction(world: World, shutdown: Shutdown) -> None:

@@ -24,9 +24,9 @@ from reconciler.aws import instance_types
 from reconciler.aws.discovery import ClusterView
 from reconciler.aws.reader import AwsReader
 from reconciler.config.settings import load_config
-from tests.e2e.cli import run
-from tests.fakes import k8s_objects as k
-from tests.fixtures_aws import MotoAws, on_every_session
+from tests.support import k8s_objects as k
+from tests.support.aws import MotoAws, on_every_session
+from tests.support.cli import run
 
 GROUPS, ZERO_GROUPS, PER_GROUP = 200, 10, 25
 TAG = "k8s.io/cluster-autoscaler/budget"

@@ -32,10 +32,10 @@ import pytest
 
 from reconciler.aws import instance_types
 from reconciler.aws.cache import cache_root
-from tests.e2e.test_cli_apply import TAGS, World, pod
-from tests.fakes import k8s_objects as k
-from tests.fixtures_aws import on_every_session
-from tests.fixtures_git import needs_ssh_keygen
+from tests.support import k8s_objects as k
+from tests.support.apply_world import TAGS, World, pod
+from tests.support.aws import on_every_session
+from tests.support.git import needs_ssh_keygen
 
 pytestmark = needs_ssh_keygen
 

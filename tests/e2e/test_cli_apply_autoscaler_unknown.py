@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 import pytest
 
 from reconciler.demo.kube_api import FaultResult, Query
-from tests.e2e.test_cli_apply import World, pod
-from tests.fakes import k8s_objects as k
+from tests.support import k8s_objects as k
+from tests.support.apply_world import World, pod
 
 FORBIDDEN_LISTS = ("/apis/coordination.k8s.io/v1/leases", "/api/v1/configmaps")
 

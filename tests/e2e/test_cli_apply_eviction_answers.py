@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_cli_apply import World, approved, untouched
-from tests.fakes import k8s_objects as k
-from tests.fixtures_git import needs_ssh_keygen
+from tests.support import k8s_objects as k
+from tests.support.apply_world import World, approved, untouched
+from tests.support.git import needs_ssh_keygen
 
 pytestmark = needs_ssh_keygen
 

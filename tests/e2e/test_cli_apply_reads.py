@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.test_cli_apply import World
+from tests.support.apply_world import World
 
 
 def listed(world: World) -> set[str]:

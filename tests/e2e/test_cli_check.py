@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from reconciler.runtime.check_comment import comment_marker
-from tests.e2e.test_cli_apply import MAIN_PATH, PROPOSAL, World, manifest_on_main
-from tests.fakes.github_api import FakeGitHub
-from tests.fixtures_git import BOB, git, needs_ssh_keygen
+from tests.support.apply_world import MAIN_PATH, PROPOSAL, World, manifest_on_main
+from tests.support.git import BOB, git, needs_ssh_keygen
+from tests.support.github_api import FakeGitHub
 
 pytestmark = needs_ssh_keygen
 

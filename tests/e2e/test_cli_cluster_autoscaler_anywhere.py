@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from tests.e2e.test_cli_apply import World, pod
-from tests.fakes import k8s_objects as k
+from tests.support import k8s_objects as k
+from tests.support.apply_world import World, pod
 
 
 def _scale_up_planned(world: World, capsys: pytest.CaptureFixture[str]) -> None:

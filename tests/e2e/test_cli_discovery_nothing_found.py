@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
-from tests.e2e.run_process import RunProcess, wait_for
-from tests.e2e.test_cli_apply import World
+from tests.support.apply_world import World
+from tests.support.run_process import RunProcess, wait_for
 
 TAGS = "asg:tag=k8s.io/cluster-autoscaler/enabled,k8s.io/cluster-autoscaler/prod"
 

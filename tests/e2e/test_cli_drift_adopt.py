@@ -11,9 +11,9 @@ import pytest
 
 from reconciler.gitops.manifest import parse_manifest
 from reconciler.gitops.trailers import SOURCE_EXTERNAL, Change, parse_message
-from tests.e2e.test_cli_apply import MAIN_PATH, World, pod
-from tests.fakes import k8s_objects as k
-from tests.fixtures_git import git, needs_ssh_keygen
+from tests.support import k8s_objects as k
+from tests.support.apply_world import MAIN_PATH, World, pod
+from tests.support.git import git, needs_ssh_keygen
 
 pytestmark = needs_ssh_keygen
 

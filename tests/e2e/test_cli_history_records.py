@@ -13,8 +13,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from reconciler.gitops.record_signing import Signer
 from reconciler.gitops.records import ApplyRecord, GroupRecord, append_record
 from reconciler.gitops.repo import Identity, WorkingCopy
-from tests.e2e.cli import run
-from tests.fixtures_git import BOT, CLUSTER
+from tests.support.cli import run
+from tests.support.git import BOT, CLUSTER
 
 T = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)
 FAST = {"wait_initial": 0.01, "wait_max": 0.05}

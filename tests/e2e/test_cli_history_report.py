@@ -13,8 +13,8 @@ import pytest
 from reconciler.config.settings import load_config
 from reconciler.gitops.trailers import CapacityMessage, Change, Reason, build_message
 from reconciler.runtime.report_stage import write_report
-from tests.e2e.cli import run
-from tests.fixtures_git import BOT, CLUSTER, SEED_MANIFEST
+from tests.support.cli import run
+from tests.support.git import BOT, CLUSTER, SEED_MANIFEST
 
 STAGING = """\
 version: 1

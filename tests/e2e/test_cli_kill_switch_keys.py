@@ -9,8 +9,8 @@ import pytest
 from reconciler.config.settings import load_config
 from reconciler.kube.client import api_client
 from reconciler.kube.control import SuspendedError, Switch
-from tests.e2e.test_cli_apply import MAIN_PATH, TAGS, World, approved, manifest_on_main, untouched
-from tests.fixtures_git import BOB, needs_ssh_keygen
+from tests.support.apply_world import MAIN_PATH, TAGS, World, approved, manifest_on_main, untouched
+from tests.support.git import BOB, needs_ssh_keygen
 
 pytestmark = needs_ssh_keygen
 

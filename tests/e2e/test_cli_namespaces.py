@@ -10,9 +10,9 @@ import pytest
 
 from reconciler.config.documents import load_schema
 from reconciler.kube.live import NAMESPACES_FORBIDDEN
-from tests.e2e.test_cli_apply import World
-from tests.fakes import k8s_objects as k
-from tests.fixtures_git import needs_ssh_keygen
+from tests.support import k8s_objects as k
+from tests.support.apply_world import World
+from tests.support.git import needs_ssh_keygen
 
 pytestmark = needs_ssh_keygen
 

@@ -13,9 +13,9 @@ import jsonschema
 import pytest
 
 from reconciler.config.documents import load_schema
-from tests.e2e.cli import run
-from tests.fakes import k8s_objects as k
-from tests.fixtures_aws import MotoAws
+from tests.support import k8s_objects as k
+from tests.support.aws import MotoAws
+from tests.support.cli import run
 
 TAGS = {"k8s.io/cluster-autoscaler/enabled": "true", "k8s.io/cluster-autoscaler/prod": "owned"}
 TEMPLATE = "k8s.io/cluster-autoscaler/node-template"

@@ -15,11 +15,11 @@ import pytest
 
 from reconciler.gitops.manifest import parse_manifest
 from reconciler.gitops.trailers import parse_message
-from tests.e2e.cli import run
-from tests.fakes import k8s_objects as k
-from tests.fakes.github_api import FakeGitHub
-from tests.fixtures_aws import MotoAws
-from tests.fixtures_git import BOB, git
+from tests.support import k8s_objects as k
+from tests.support.aws import MotoAws
+from tests.support.cli import run
+from tests.support.git import BOB, git
+from tests.support.github_api import FakeGitHub
 
 TAGS = {"k8s.io/cluster-autoscaler/enabled": "true", "k8s.io/cluster-autoscaler/prod": "owned"}
 REPO, TOKEN = "org/capacity", "ghp_test_token"

@@ -10,9 +10,9 @@ import pytest
 
 from reconciler.domain.model import OWN_DRAIN_TAINT
 from reconciler.kube.control import CONTROL_CONFIGMAP
-from tests.e2e.run_process import RunProcess, wait_for
-from tests.e2e.test_cli_apply import World, approved
-from tests.fakes import k8s_objects as k
+from tests.support import k8s_objects as k
+from tests.support.apply_world import World, approved
+from tests.support.run_process import RunProcess, wait_for
 
 # Real processes with timing bounds: one worker, in turn.
 pytestmark = pytest.mark.xdist_group("timing")

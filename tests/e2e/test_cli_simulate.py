@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 
 from reconciler.config.documents import load_schema
-from tests.e2e.cli import Result, run
+from tests.support.cli import Result, run
 from tests.unit.test_simulation_engine import START, arrive
 
 FIXED = ("--approve-after", "30m", "--provisioning-delay", "90s", "--duration", "2h")

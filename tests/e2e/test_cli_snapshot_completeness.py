@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from reconciler.domain.snapshot_completeness import COMPLETE_DUMP
-from tests.e2e.cli import Result, run
-from tests.fakes import k8s_objects as k
-from tests.fixtures_aws import MotoAws
-from tests.fixtures_git import git
+from tests.support import k8s_objects as k
+from tests.support.aws import MotoAws
+from tests.support.cli import Result, run
+from tests.support.git import git
 
 TAGS = {"k8s.io/cluster-autoscaler/enabled": "true", "k8s.io/cluster-autoscaler/prod": "owned"}
 STATE = "asg-reconciler/prod/state"

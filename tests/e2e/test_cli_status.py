@@ -12,11 +12,11 @@ import pytest
 
 from reconciler.config.documents import load_schema
 from reconciler.demo.kube_api import FakeKubeAPI
-from tests.e2e.cli import run
-from tests.fakes import k8s_objects as k
-from tests.fixtures_aws import MotoAws
-from tests.fixtures_git import ALICE, git
-from tests.fixtures_kube import write_kubeconfig
+from tests.support import k8s_objects as k
+from tests.support.aws import MotoAws
+from tests.support.cli import run
+from tests.support.git import ALICE, git
+from tests.support.kube import write_kubeconfig
 
 DISCOVERY = "asg:tag=k8s.io/cluster-autoscaler/enabled,k8s.io/cluster-autoscaler/prod"
 TAGS = {"k8s.io/cluster-autoscaler/enabled": "true", "k8s.io/cluster-autoscaler/prod": "owned"}

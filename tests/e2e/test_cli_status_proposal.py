@@ -8,7 +8,7 @@ import jsonschema
 import pytest
 
 from reconciler.config.documents import load_schema
-from tests.e2e.test_cli_apply import World
+from tests.support.apply_world import World
 
 
 def test_status_names_the_proposed_instances_and_how_long_they_wait(

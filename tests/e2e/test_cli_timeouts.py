@@ -29,10 +29,10 @@ from reconciler.aws import clients as aws_clients
 from reconciler.config.settings import KubernetesConfig
 from reconciler.kube.client import api_client
 from reconciler.kube.retry import TIMEOUT_ATTEMPTS
-from tests.e2e.cli import run
-from tests.fakes import k8s_objects as k
-from tests.fixtures_aws import isolate_aws_env
-from tests.fixtures_kube import write_kubeconfig
+from tests.support import k8s_objects as k
+from tests.support.aws import isolate_aws_env
+from tests.support.cli import run
+from tests.support.kube import write_kubeconfig
 
 # Real processes with timing bounds: one worker, in turn.
 pytestmark = pytest.mark.xdist_group("timing")

@@ -13,12 +13,12 @@ import pytest
 from reconciler.config.documents import load_schema
 from reconciler.planning import plan as planner
 from reconciler.runtime import plan_stage
-from tests.e2e.cli import Result, run
-from tests.e2e.test_cli_apply import World
 from tests.e2e.test_cli_check import remote_refs
-from tests.fakes import k8s_objects as k
-from tests.fakes.github_api import FakeGitHub
-from tests.fixtures_aws import MotoAws
+from tests.support import k8s_objects as k
+from tests.support.apply_world import World
+from tests.support.aws import MotoAws
+from tests.support.cli import Result, run
+from tests.support.github_api import FakeGitHub
 
 TAGS = {"k8s.io/cluster-autoscaler/enabled": "true", "k8s.io/cluster-autoscaler/prod": "owned"}
 M5_LARGE = 0.096  # USD per hour, the shipped us-east-1 price

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.cli import run
 from tests.e2e.test_cli_what_if import deployment, manifest, one_line_error, pod_template, write_yaml
+from tests.support.cli import run
 
 
 def web() -> dict[str, Any]:

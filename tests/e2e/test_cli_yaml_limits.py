@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.deadline import deadline
-from tests.e2e.cli import Result, run
-from tests.e2e.test_cli_apply import MAIN_PATH, PROPOSAL, World, manifest_on_main
-from tests.fixtures_git import BOB, git, needs_ssh_keygen
+from tests.support.apply_world import MAIN_PATH, PROPOSAL, World, manifest_on_main
+from tests.support.cli import Result, run
+from tests.support.deadline import deadline
+from tests.support.git import BOB, git, needs_ssh_keygen
 
 pytestmark = needs_ssh_keygen
 

@@ -9,8 +9,8 @@ import pytest
 from reconciler.config.settings import load_config
 from reconciler.domain.errors import OperationError
 from reconciler.runtime.plan_stage import plan_once
-from tests.e2e.test_cli_apply import World
-from tests.fixtures_git import git
+from tests.support.apply_world import World
+from tests.support.git import git
 
 
 def test_a_plan_whose_guard_says_no_writes_nothing(world: World) -> None:

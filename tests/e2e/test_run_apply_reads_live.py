@@ -17,7 +17,7 @@ from reconciler.domain.errors import OperationError
 from reconciler.kube.cache import ClusterCache
 from reconciler.kube.live import NOT_TERMINAL
 from reconciler.runtime.run_loop import APPLY, PLAN, Runner
-from tests.e2e.test_cli_apply import World, approved, pod, untouched
+from tests.support.apply_world import World, approved, pod, untouched
 
 
 def pod_lists(world: World) -> int:

@@ -36,10 +36,10 @@ from reconciler.kube.leader import LeaderElector
 from reconciler.kube.status_configmap import PUSHED_KEY, STATUS_CONFIGMAP, StatusConfigMap
 from reconciler.kube.wake_hint import KeyWatch
 from reconciler.telemetry.events import SCALE_DOWN, SCALE_DOWN_PROPOSED, TRIGGERED_SCALE_UP
-from tests.e2e.test_cli_apply import PROPOSAL, World
 from tests.examples.kustomize import find, needs_kubectl, overlay
-from tests.fixtures_aws import MotoAws
-from tests.fixtures_git import needs_ssh_keygen
+from tests.support.apply_world import PROPOSAL, World
+from tests.support.aws import MotoAws
+from tests.support.git import needs_ssh_keygen
 
 pytestmark = [needs_kubectl, needs_ssh_keygen]
 

@@ -26,9 +26,7 @@ from reconciler.gitops.forge.github import GitHubForge
 from reconciler.gitops.manifest import parse_manifest
 from reconciler.gitops.repo import Identity, WorkingCopy
 from reconciler.runtime.apply_stage import GateAt
-from tests.fakes.github_api import BOT as BOT_LOGIN
-from tests.fakes.github_api import FakeGitHub
-from tests.fixtures_git import (
+from tests.support.git import (
     ALICE,
     BOB,
     BOT,
@@ -40,6 +38,8 @@ from tests.fixtures_git import (
     needs_ssh_keygen,
     show,
 )
+from tests.support.github_api import BOT as BOT_LOGIN
+from tests.support.github_api import FakeGitHub
 
 pytestmark = needs_ssh_keygen
 

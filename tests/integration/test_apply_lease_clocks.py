@@ -22,7 +22,7 @@ from kubernetes import client
 from reconciler.demo.kube_api import FakeKubeAPI
 from reconciler.domain.errors import OperationError, RefusedError
 from reconciler.kube.lease import ApplyLease, LeaseLost
-from tests.fakes import k8s_objects as k
+from tests.support import k8s_objects as k
 
 NAME = "asg-reconciler-apply-prod"
 PATH = f"/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/{NAME}"

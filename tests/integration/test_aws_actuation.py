@@ -7,7 +7,7 @@ import pytest
 from reconciler.aws.actuation import Actuator
 from reconciler.aws.clients import aws_clients
 from reconciler.domain.errors import OperationError, RefusedError
-from tests.fixtures_aws import MotoAws, throttle
+from tests.support.aws import MotoAws, throttle
 
 
 def actuator(aws: MotoAws) -> Actuator:

@@ -10,7 +10,7 @@ import pytest
 from reconciler.aws.clients import CREDENTIALS_FIX, aws_clients, make_clients
 from reconciler.aws.discovery import discover_node_groups
 from reconciler.domain.errors import OperationError, UserError
-from tests.fixtures_aws import REGION, MotoAws, inject, isolate_aws_env, query_error, throttle
+from tests.support.aws import REGION, MotoAws, inject, isolate_aws_env, query_error, throttle
 
 REFRESH_IN_PROGRESS = b"""<DescribeInstanceRefreshesResponse xmlns="https://autoscaling.amazonaws.com/doc/2011-01-01/">
 <DescribeInstanceRefreshesResult><InstanceRefreshes><member><InstanceRefreshId>r-1</InstanceRefreshId>

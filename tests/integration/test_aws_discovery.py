@@ -9,7 +9,7 @@ import pytest
 from reconciler.aws.clients import aws_clients
 from reconciler.aws.discovery import discover_node_groups
 from reconciler.domain.errors import UserError
-from tests.fixtures_aws import MotoAws
+from tests.support.aws import MotoAws
 
 ENABLED = "k8s.io/cluster-autoscaler/enabled"
 OWNED = "k8s.io/cluster-autoscaler/prod"

@@ -10,7 +10,7 @@ from reconciler.aws.templates import LABEL_PREFIX, OPTIONS_PREFIX, RESOURCES_PRE
 from reconciler.domain.model import NodeGroup, Taint
 from reconciler.domain.quantity import int_value, milli_value
 from tests.data import EKS_T3SMALL
-from tests.fixtures_aws import MotoAws
+from tests.support.aws import MotoAws
 
 FIXTURE = EKS_T3SMALL / "nodes.json"
 

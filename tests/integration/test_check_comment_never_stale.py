@@ -18,7 +18,7 @@ from reconciler.gitops.forge.github import GitHubForge
 from reconciler.runtime import check_comment
 from reconciler.runtime.check_comment import check_and_comment, comment_marker
 from reconciler.views.check_report import FAST_FORWARD, CheckReport, GateLine
-from tests.fakes.github_api import FakeGitHub
+from tests.support.github_api import FakeGitHub
 
 TOKEN = "ghp_check-token-never-printed"
 ENV = "CAPACITY_TOKEN"

@@ -18,8 +18,8 @@ from kubernetes import client, config, watch
 
 from reconciler.demo.kube_api import DROP, FakeKubeAPI, serve_in_subprocess
 from tests.data import EKS_T3SMALL
-from tests.fakes import k8s_objects as k
-from tests.fixtures_kube import make_api_client
+from tests.support import k8s_objects as k
+from tests.support.kube import make_api_client
 
 EKS_FIXTURES = EKS_T3SMALL
 

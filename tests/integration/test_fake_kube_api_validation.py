@@ -16,7 +16,7 @@ import pytest
 from kubernetes import client
 
 from reconciler.demo.kube_api import FakeKubeAPI
-from tests.fakes import k8s_objects as k
+from tests.support import k8s_objects as k
 
 
 def _post(api: FakeKubeAPI, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:

@@ -11,7 +11,7 @@ import pytest
 from kubernetes import client
 
 from reconciler.demo.kube_api import FakeKubeAPI
-from tests.fakes import k8s_objects as k
+from tests.support import k8s_objects as k
 
 TOO_MANY = "Cannot evict pod as it would violate the pod's disruption budget."
 

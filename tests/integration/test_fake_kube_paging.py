@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client
 
 from reconciler.demo.kube_api import FakeKubeAPI
-from tests.fakes import k8s_objects as k
+from tests.support import k8s_objects as k
 
 
 @pytest.fixture

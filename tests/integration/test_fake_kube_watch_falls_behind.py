@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from reconciler.demo.kube_api import FakeKubeAPI, _Watch, resource_for
-from tests.fakes import k8s_objects as k
+from tests.support import k8s_objects as k
 
 
 def test_a_watch_whose_next_events_were_trimmed_ends_with_410() -> None:

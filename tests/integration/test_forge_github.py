@@ -12,7 +12,7 @@ from reconciler.config.settings import ForgeConfig
 from reconciler.domain.errors import OperationError, UserError
 from reconciler.gitops.forge import CLOSED, OPEN, make_forge, open_or_update
 from reconciler.gitops.forge.github import GitHubForge
-from tests.fakes.github_api import BOT, DROP, FakeGitHub, FaultResult
+from tests.support.github_api import BOT, DROP, FakeGitHub, FaultResult
 
 TOKEN = "ghp_s3cret-value-never-printed"
 ENV = "CAPACITY_TOKEN"

@@ -15,7 +15,7 @@ import pytest
 from reconciler.config.settings import ForgeConfig
 from reconciler.domain.errors import OperationError, UserError
 from reconciler.gitops.forge.github import GitHubForge
-from tests.fakes.github_api import (
+from tests.support.github_api import (
     BODY_LIMIT,
     PRIMARY,
     SECONDARY,

@@ -15,7 +15,7 @@ from tenacity import RetryCallState, Retrying
 from benchmarks.fleet import check_remote, cluster_name, run_fleet, scale_up, seed_remote, serve
 from reconciler.domain.errors import OperationError
 from reconciler.gitops.repo import Identity, Update, WorkingCopy, _full_jitter
-from tests.fixtures_git import ALICE, BOT, MANIFEST_PATH, git
+from tests.support.git import ALICE, BOT, MANIFEST_PATH, git
 
 # Real processes: one worker, in turn, like the other tests that start them.
 pytestmark = pytest.mark.xdist_group("timing")

@@ -13,7 +13,7 @@ from reconciler.domain.errors import OperationError
 from reconciler.gitops.history import Entry, LogRecord, history_command, read_log
 from reconciler.gitops.trailers import CapacityMessage, Change, InstanceRemoval, Reason, build_message
 from reconciler.views.history import render_history
-from tests.fixtures_git import ALICE, BOT, CLUSTER, capacity_history, git, init_bare
+from tests.support.git import ALICE, BOT, CLUSTER, capacity_history, git, init_bare
 
 
 def test_history_over_1000_generated_commits_equals_what_was_written(bare_remote: Path) -> None:

@@ -15,7 +15,7 @@ from reconciler.gitops.manifest_edit import (
     SettleRemovals,
     apply_edits,
 )
-from tests.fixtures_git import ALICE, BOT, MANIFEST_PATH, git, show
+from tests.support.git import ALICE, BOT, MANIFEST_PATH, git, show
 
 
 def merge_tree(repo: Path, ours: str, theirs: str) -> tuple[bool, str]:

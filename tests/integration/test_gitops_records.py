@@ -32,7 +32,7 @@ from reconciler.gitops.records import (
     record_digest,
 )
 from reconciler.gitops.repo import Identity, WorkingCopy
-from tests.fixtures_git import ALICE, BOB, BOT, CLUSTER, GitServer, git
+from tests.support.git import ALICE, BOB, BOT, CLUSTER, GitServer, git
 
 IDENTITY = Identity(BOT.name, BOT.email)
 APPLIER = Identity("apply-prod", "apply-prod@example.com")

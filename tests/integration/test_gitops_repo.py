@@ -11,7 +11,7 @@ import pytest
 from reconciler.config.settings import GitConfig
 from reconciler.domain.errors import OperationError, UserError
 from reconciler.gitops.repo import Identity, PushRejected, Update, WorkingCopy, redact
-from tests.fixtures_git import (
+from tests.support.git import (
     ALICE,
     BOB,
     BOT,
@@ -156,7 +156,7 @@ def test_unreachable_remote_is_one_line_and_the_next_run_works(tmp_path: Path) -
 
 
 def test_closed_port_is_an_operation_error(tmp_path: Path) -> None:
-    from tests.fixtures_git import free_port
+    from tests.support.git import free_port
 
     copy = WorkingCopy(f"git://127.0.0.1:{free_port()}/x.git", tmp_path / "work", IDENTITY, timeout=20)
     with pytest.raises(OperationError, match=r"^git fetch git://127\.0\.0\.1:\d+/x\.git: "):

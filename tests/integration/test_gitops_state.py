@@ -7,7 +7,7 @@ from pathlib import Path
 
 from reconciler.gitops.repo import Identity, WorkingCopy
 from reconciler.gitops.state import EMPTY, Backoff, State, load_state, save_state, state_branch
-from tests.fixtures_git import BOT, git
+from tests.support.git import BOT, git
 
 T = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)
 

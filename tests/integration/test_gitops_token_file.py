@@ -13,7 +13,7 @@ import pytest
 from reconciler.config.settings import GitConfig
 from reconciler.domain.errors import OperationError, UserError
 from reconciler.gitops.repo import Update, WorkingCopy
-from tests.fixtures_git import GitServer, git, init_bare
+from tests.support.git import GitServer, git, init_bare
 
 
 def test_the_token_file_is_read_again_at_every_fetch_and_push(git_http: GitServer, tmp_path: Path) -> None:

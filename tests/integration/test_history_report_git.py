@@ -10,7 +10,7 @@ from reconciler.gitops.fleet_history import build_fleet, read_fleet
 from reconciler.gitops.history import KIND_HOLD, KIND_OPEN, KIND_RELEASE, history_command
 from reconciler.gitops.records import NOTES_REF, ApplyRecord, GroupRecord, encode_note, history_entries
 from reconciler.gitops.trailers import CapacityMessage, Change, InstanceRemoval, Reason, build_message
-from tests.fixtures_git import ALICE, BOB, BOT, git, init_bare
+from tests.support.git import ALICE, BOB, BOT, git, init_bare
 
 T0 = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
 

@@ -16,8 +16,8 @@ from reconciler.demo.kube_api import FakeKubeAPI
 from reconciler.domain.errors import OperationError
 from reconciler.domain.model import MIRROR_POD, OWN_DRAIN_TAINT
 from reconciler.kube.drain import DrainResult, NodeDrainer
-from tests.fakes import k8s_objects as k
-from tests.fixtures_kube import make_api_client
+from tests.support import k8s_objects as k
+from tests.support.kube import make_api_client
 
 SHA = "a" * 40
 NEWER = "b" * 40

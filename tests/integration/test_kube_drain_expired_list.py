@@ -15,7 +15,7 @@ from reconciler.domain.model import OWN_DRAIN_TAINT
 from reconciler.kube import drain as drain_module
 from reconciler.kube.drain import NodeDrainer
 from reconciler.kube.live import LIST_RESTARTS
-from tests.fakes import k8s_objects as k
+from tests.support import k8s_objects as k
 
 SHA = "a" * 40
 

@@ -15,7 +15,7 @@ from kubernetes import client
 from reconciler.demo.kube_api import FakeKubeAPI
 from reconciler.domain.event import NODE, NORMAL, POD, WARNING, EventSpec
 from reconciler.kube.events import EmitResult, EventRecorder, event_name
-from tests.fixtures_kube import make_api_client
+from tests.support.kube import make_api_client
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 UP = EventSpec(

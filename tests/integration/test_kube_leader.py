@@ -18,8 +18,8 @@ from kubernetes import client
 
 from reconciler.demo.kube_api import FakeKubeAPI
 from reconciler.kube.leader import JITTER_FACTOR, LeaderElector
-from tests.fakes import k8s_objects as k
-from tests.fixtures_kube import make_api_client
+from tests.support import k8s_objects as k
+from tests.support.kube import make_api_client
 
 NS = "kube-system"
 NAME = "asg-reconciler-plan-leader-prod"

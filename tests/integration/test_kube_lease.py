@@ -17,8 +17,8 @@ from kubernetes import client
 from reconciler.demo.kube_api import FakeKubeAPI
 from reconciler.domain.errors import OperationError, RefusedError
 from reconciler.kube.lease import ApplyLease, LeaseLost, micro_time
-from tests.fakes import k8s_objects as k
-from tests.fixtures_kube import make_api_client
+from tests.support import k8s_objects as k
+from tests.support.kube import make_api_client
 
 NAME = "asg-reconciler-apply-prod"
 T0 = datetime(2026, 1, 1, 12, 0, 0, 250_000, tzinfo=UTC)

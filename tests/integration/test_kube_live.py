@@ -15,8 +15,8 @@ from reconciler.domain.errors import OperationError, UserError
 from reconciler.kube.client import api_client
 from reconciler.kube.live import NAMESPACES_FORBIDDEN, LiveReader
 from reconciler.kube.snapshot import read_snapshot
-from tests.fakes import k8s_objects as k
-from tests.fixtures_kube import make_api_client
+from tests.support import k8s_objects as k
+from tests.support.kube import make_api_client
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 FORBIDDEN = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden", "code": 403}

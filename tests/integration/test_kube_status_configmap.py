@@ -10,7 +10,7 @@ from kubernetes import client
 
 from reconciler.demo.kube_api import FakeKubeAPI
 from reconciler.kube.status_configmap import LAST_UPDATED_ANNOTATION, StatusConfigMap
-from tests.fixtures_kube import make_api_client
+from tests.support.kube import make_api_client
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 PATH = "/api/v1/namespaces/kube-system/configmaps"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from reconciler.apply.recheck import recheck
 from reconciler.domain.model import SAFE_TO_EVICT, SCALE_DOWN_DISABLED
 from reconciler.planning.types import CommittedGroup, PlanInputs
-from tests.unit.plan_world import NOW, World, make_config
+from tests.support.plan_world import NOW, World, make_config
 
 APPROVED = {"general": {"i-n3"}}
 COMMITTED = {"general": CommittedGroup(desired=2, remove_instances=("i-n3",))}

@@ -9,7 +9,7 @@ from reconciler.gitops.plan_edits import ProposalRow, proposal_body
 from reconciler.runtime.check_comment import comment_marker
 from reconciler.views.check import render_check_markdown
 from reconciler.views.check_report import FAST_FORWARD, CheckReport, GateLine
-from tests.markdown_shape import cells, outside_fences
+from tests.support.markdown_shape import cells, outside_fences
 
 MARKER = comment_marker("prod")
 SHA = "d" * 40

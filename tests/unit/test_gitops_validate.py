@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from reconciler.gitops.validate import looks_like_manifest, previous_from_git, validate_files
-from tests.fixtures_git import ALICE, SEED_MANIFEST, git
+from tests.support.git import ALICE, SEED_MANIFEST, git
 
 CONFIG = "cluster: prod-eks\nscaleDown:\n  unneededTime: 10m\n"
 

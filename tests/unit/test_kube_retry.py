@@ -8,7 +8,7 @@ import socket
 import urllib3
 
 from reconciler.kube.retry import no_answer, timed_out
-from tests.fixtures_git import free_port
+from tests.support.git import free_port
 
 
 def _failure(url: str) -> BaseException:

@@ -10,7 +10,7 @@ from dataclasses import replace
 from reconciler.config.settings import LimitsConfig
 from reconciler.domain.model import INSTANCE_TYPE_LABEL, NodeTemplate, Resources
 from reconciler.planning.types import CommittedGroup, Headroom
-from tests.unit.plan_world import GI, World, resources
+from tests.support.plan_world import GI, World, resources
 
 # an m5.xlarge as it really is: 4 vCPU / 16 GiB of capacity, less allocatable
 CAPACITY = resources(4000, 16)

@@ -12,7 +12,14 @@ from reconciler.gitops.plan_edits import ProposalRow, proposal_body
 from reconciler.runtime.check_comment import comment_marker
 from reconciler.views.check import render_check_markdown, render_failed_markdown
 from reconciler.views.check_report import FAST_FORWARD, MERGE, CheckReport, GateLine
-from tests.markdown_shape import cells, code_spans, outside_fences, shown, unescaped, without_code_spans
+from tests.support.markdown_shape import (
+    cells,
+    code_spans,
+    outside_fences,
+    shown,
+    unescaped,
+    without_code_spans,
+)
 
 MARKER = comment_marker("prod")
 HEADING = "x/<h1>APPROVED-by-platform-admins</h1>"

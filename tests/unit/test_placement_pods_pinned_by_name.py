@@ -10,7 +10,7 @@ import pytest
 from reconciler.domain.model import NodeSelectorTerm, Pod, Scheduling, SelectorRequirement
 from reconciler.planning import placement
 from reconciler.planning.placement import NodePool
-from tests.unit.planning_factories import pod, sim
+from tests.support.planning_factories import pod, sim
 
 NODES = 2000
 

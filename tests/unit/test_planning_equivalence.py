@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from reconciler.domain.model import Scheduling, Toleration, Volumes
 from reconciler.planning.equivalence import Classifier, group_pods
-from tests.unit.planning_factories import pod
+from tests.support.planning_factories import pod
 
 
 def test_pods_of_one_controller_form_one_class() -> None:

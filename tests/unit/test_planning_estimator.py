@@ -21,7 +21,7 @@ from reconciler.planning.equivalence import Classifier, ClassKey, group_pods
 from reconciler.planning.estimator import estimate, size_key
 from reconciler.planning.predicates import check
 from reconciler.planning.simnode import SimNode
-from tests.unit.planning_factories import pod, selector, template
+from tests.support.planning_factories import pod, selector, template
 
 
 def base(

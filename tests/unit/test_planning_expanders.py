@@ -15,7 +15,7 @@ from reconciler.planning.expanders.least_waste import LeastWaste, score
 from reconciler.planning.expanders.most_pods import MostPods
 from reconciler.planning.expanders.priority import Priority
 from reconciler.planning.expanders.random_choice import RandomChoice
-from tests.unit.planning_factories import GI, pod, template
+from tests.support.planning_factories import GI, pod, template
 
 
 def option(

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from reconciler.planning.freeindex import ANY, FreeIndex
 from reconciler.planning.simnode import SimNode
-from tests.unit.planning_factories import pod, sim
+from tests.support.planning_factories import pod, sim
 
 
 def _scan(nodes: list[SimNode], retired: set[int], start: int, cpu: int, mem: int) -> int:

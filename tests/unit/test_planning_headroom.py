@@ -21,7 +21,7 @@ from reconciler.domain.model import (
     Toleration,
 )
 from reconciler.planning.types import CommittedGroup, Headroom
-from tests.unit.plan_world import GI, World, template
+from tests.support.plan_world import GI, World, template
 
 GPU = "nvidia.com/gpu"
 GPU_TAINT = Taint("nvidia.com/gpu", "true", "NoSchedule")

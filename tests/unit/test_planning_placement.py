@@ -11,7 +11,7 @@ from reconciler.domain.model import HOSTNAME_LABEL, Pod, PodAffinityTerm, Schedu
 from reconciler.planning.placement import NodePool
 from reconciler.planning.predicates import check
 from reconciler.planning.simnode import SimNode
-from tests.unit.planning_factories import pod, selector, sim
+from tests.support.planning_factories import pod, selector, sim
 
 
 def pool_of(*cpus: int) -> NodePool:

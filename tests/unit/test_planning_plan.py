@@ -21,7 +21,7 @@ from reconciler.domain.model import (
     Toleration,
 )
 from reconciler.planning.types import Backoff, CommittedGroup, PlannerMemory
-from tests.unit.plan_world import NOW, World, make_config, template
+from tests.support.plan_world import NOW, World, make_config, template
 
 GPU_TAINT = Taint("nvidia.com/gpu", "true", "NoSchedule")
 

@@ -30,7 +30,7 @@ from reconciler.planning import predicates as p
 from reconciler.planning.predicates import PredicateContext, check, fits, unmodelled
 from reconciler.planning.simnode import SimNode
 from reconciler.planning.topology import Topology
-from tests.unit.planning_factories import GI, node, pod, selector, sim, template
+from tests.support.planning_factories import GI, node, pod, selector, sim, template
 
 CTX = PredicateContext()
 

@@ -12,7 +12,7 @@ from reconciler.config.settings import ScaleDownConfig
 from reconciler.domain.model import LabelSelector, PodDisruptionBudget
 from reconciler.planning.drainability import BLOCKS, STAYS, DrainContext, drain_verdict
 from reconciler.planning.types import PlannerMemory
-from tests.unit.plan_world import NOW, World
+from tests.support.plan_world import NOW, World
 
 LOW = -100  # below the default cutoff of -10
 LONG_AGO = NOW - timedelta(hours=2)

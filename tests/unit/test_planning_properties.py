@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from reconciler.config.documents import load_schema
 from reconciler.config.settings import LimitsConfig
-from tests.unit.plan_world import World, make_config, template
+from tests.support.plan_world import World, make_config, template
 
 SCHEMA = load_schema("plan")
 

@@ -43,7 +43,7 @@ from reconciler.planning.scale_down import ScaleDownResult, plan_scale_down, uti
 from reconciler.planning.simnode import SimNode
 from reconciler.planning.topology import Topology
 from reconciler.planning.types import PlanInputs, PlannerMemory
-from tests.unit.planning_factories import node, pod, selector, template
+from tests.support.planning_factories import node, pod, selector, template
 
 NOW = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 LONG_AGO = NOW - timedelta(hours=2)

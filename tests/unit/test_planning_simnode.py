@@ -20,7 +20,7 @@ from reconciler.domain.model import (
 )
 from reconciler.planning.predicates import check
 from reconciler.planning.simnode import SimNode
-from tests.unit.planning_factories import GI, node, pod, template
+from tests.support.planning_factories import GI, node, pod, template
 
 
 def test_from_node_books_running_pods_and_skips_terminal_ones() -> None:

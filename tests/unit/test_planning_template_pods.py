@@ -17,7 +17,7 @@ from reconciler.domain.model import (
 )
 from reconciler.planning.simnode import SimNode
 from reconciler.planning.types import CommittedGroup
-from tests.unit.plan_world import NOW, World
+from tests.support.plan_world import NOW, World
 
 STATIC = {MIRROR_POD: "0f1e2d"}
 

@@ -21,7 +21,7 @@ from reconciler.planning.placement import NodePool
 from reconciler.planning.predicates import PredicateContext, check
 from reconciler.planning.simnode import SimNode
 from reconciler.planning.topology import Topology
-from tests.unit.planning_factories import node, pod, selector, template
+from tests.support.planning_factories import node, pod, selector, template
 
 A, B, C = "us-east-1a", "us-east-1b", "us-east-1c"
 

@@ -1,5 +1,5 @@
 """Differential tests of the planner's domain-wide rules (topology spread, pod affinity and
-anti-affinity) against tests/unit/scheduler_reference.py, an independent model of the scheduler's
+anti-affinity) against tests/support/scheduler_reference.py, an independent model of the scheduler's
 filters that counts every verdict from scratch. From the adversarial review of the planner-fidelity
 work.
 
@@ -53,9 +53,9 @@ from reconciler.planning.scale_down import ScaleDownResult, plan_scale_down
 from reconciler.planning.simnode import SimNode
 from reconciler.planning.topology import Topology
 from reconciler.planning.types import PlanInputs, PlannerMemory
-from tests.unit import scheduler_reference as ref
-from tests.unit.plan_world import NOW, World, make_config, template
-from tests.unit.planning_factories import pod, selector
+from tests.support import scheduler_reference as ref
+from tests.support.plan_world import NOW, World, make_config, template
+from tests.support.planning_factories import pod, selector
 from tests.unit.test_planning_scale_down import grp, n, run, world
 
 NS = {"default": {"team": "x"}, "other": {"team": "y"}}

@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from reconciler.domain.errors import UserError
 from reconciler.gitops.record_signing import Signer, Verifier, fingerprint, load_signer, load_verifier
-from tests.fixtures_git import needs_ssh_keygen
+from tests.support.git import needs_ssh_keygen
 
 LABEL = "apply.signingKey"
 # An ed25519 key with the passphrase "secret" (made for this test by ssh-keygen; never used elsewhere).

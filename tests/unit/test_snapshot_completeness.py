@@ -10,7 +10,7 @@ import pytest
 from reconciler.domain.errors import UserError
 from reconciler.domain.model import ClusterState, Instance, Node, NodeGroup
 from reconciler.domain.snapshot_completeness import COMPLETE_DUMP, require_complete
-from tests.unit.planning_factories import node, pod
+from tests.support.planning_factories import node, pod
 
 SOURCE = "dump/cluster.json"
 

@@ -12,7 +12,7 @@ from reconciler.domain.event import MAX_MESSAGE_BYTES, NODE, NORMAL, POD, WARNIN
 from reconciler.domain.model import OWN_DRAIN_TAINT
 from reconciler.planning.types import Plan
 from reconciler.telemetry.events import apply_events, plan_events
-from tests.unit.plan_world import NOW, World
+from tests.support.plan_world import NOW, World
 
 
 def scale_up_world() -> Plan:

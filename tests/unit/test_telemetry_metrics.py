@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from reconciler.apply.outcome import FAILED, NONE, REFUSED, SCALE_DOWN, SCALE_UP, ApplyReport, GroupOutcome
 from reconciler.planning.types import GroupPlan, Plan, PodOutcome, UnremovableNode
 from reconciler.telemetry.metrics import ERROR_KINDS, REFUSAL_KINDS, Metrics, refusal_kind
-from tests.unit.plan_world import World
+from tests.support.plan_world import World
 
 NOW = datetime(2026, 12, 3, 11, 0, tzinfo=UTC)
 

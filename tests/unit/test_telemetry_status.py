@@ -16,7 +16,7 @@ from reconciler.telemetry.status import (
     settle,
     status_document,
 )
-from tests.unit.plan_world import NOW, World, template
+from tests.support.plan_world import NOW, World, template
 
 
 def world() -> World:

@@ -19,7 +19,7 @@ from reconciler.kube.workloads import (
     read_workloads,
     split_documents,
 )
-from tests.fakes import k8s_objects as k
+from tests.support import k8s_objects as k
 
 GI = 1024**3
 

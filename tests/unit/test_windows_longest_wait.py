@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from reconciler.domain.windows import Window, longest_wait
 from reconciler.planning.types import Plan
-from tests.unit.plan_world import World
+from tests.support.plan_world import World
 
 H = timedelta(hours=1)
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)  # a Monday

@@ -8,7 +8,7 @@ from datetime import timedelta
 from reconciler.domain.windows import Window
 from reconciler.planning.types import CommittedGroup, Plan
 from reconciler.views.plan import render_plan_table
-from tests.unit.plan_world import World
+from tests.support.plan_world import World
 
 H = timedelta(hours=1)
 # NOW is Monday 1 June 2026, 12:00 UTC

@@ -22,7 +22,7 @@ from reconciler.gitops.state import decode as decode_state
 from reconciler.gitops.validate import validate_files
 from reconciler.kube.snapshot import read_snapshot
 from reconciler.simulation.trace import read_groups, read_trace
-from tests.deadline import deadline
+from tests.support.deadline import deadline
 
 LIMIT_S = 3.0  # a hang guard, not a speed test: each refusal takes milliseconds (1,000 nested `[`
 # took seconds when only the composer counted depth: the scanner looked ahead from each of them)

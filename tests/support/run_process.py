@@ -15,7 +15,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.fixtures_git import free_port
+from tests.support.git import free_port
 
 RUN_KEYS = {
     "interval": "30s",

@@ -10,9 +10,9 @@ from datetime import UTC, datetime
 import pytest
 
 from reconciler.gitops.manifest import parse_manifest
-from tests.e2e.test_cli_apply import MAIN_PATH, PROPOSAL, World, approved, untouched
 from tests.e2e.test_cli_check import signed_branch
-from tests.fixtures_git import git, needs_ssh_keygen
+from tests.support.apply_world import MAIN_PATH, PROPOSAL, World, approved, untouched
+from tests.support.git import git, needs_ssh_keygen
 
 pytestmark = needs_ssh_keygen
 

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from reconciler.domain.model import OWN_DRAIN_TAINT
-from tests.e2e.test_cli_apply import (
+from tests.e2e.test_apply_laundering_and_lost_answers import alice_clone, bot_commit, listing_b, ours, show
+from tests.support.apply_world import (
     MAIN_PATH,
     TAGS,
     World,
@@ -17,8 +18,7 @@ from tests.e2e.test_cli_apply import (
     pod,
     signed_commit,
 )
-from tests.e2e.test_cli_apply_review import alice_clone, bot_commit, listing_b, ours, show
-from tests.fixtures_git import BOB, git, needs_ssh_keygen
+from tests.support.git import BOB, git, needs_ssh_keygen
 
 pytestmark = needs_ssh_keygen
 NAMESPACE = ["kube-system"]
@@ -193,7 +193,7 @@ def test_an_expired_key_with_an_uppercase_window_option_backdating_is_refused(
     import os
     from datetime import UTC, datetime, timedelta
 
-    from tests.e2e.test_cli_apply import keypair
+    from tests.support.apply_world import keypair
 
     world.kube.put(pod("web-b2", "node-b", "100m"))
     assert world.cli(capsys, "plan").code == 0

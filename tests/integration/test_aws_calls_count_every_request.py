@@ -10,7 +10,7 @@ from botocore.awsrequest import AWSResponse
 
 from reconciler.aws.discovery import ClusterView
 from reconciler.aws.reader import AwsReader
-from tests.fixtures_aws import MotoAws, _Body, query_error
+from tests.support.aws import MotoAws, _Body, query_error
 
 TAG = "k8s.io/cluster-autoscaler/count"
 SERVICES = {"auto-scaling": "AutoScaling", "ec2": "EC2"}

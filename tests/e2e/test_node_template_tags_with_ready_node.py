@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.cli import run
-from tests.fakes import k8s_objects as k
-from tests.fixtures_aws import MotoAws
+from tests.support import k8s_objects as k
+from tests.support.aws import MotoAws
+from tests.support.cli import run
 
 TAINT_TAG = "k8s.io/cluster-autoscaler/node-template/taint/dedicated"
 TAGS = {"k8s.io/cluster-autoscaler/enabled": "true", "k8s.io/cluster-autoscaler/prod": "owned"}

@@ -12,7 +12,7 @@ from reconciler.aws import reader as reader_module
 from reconciler.aws.discovery import ClusterView
 from reconciler.aws.reader import AwsReader
 from reconciler.config.settings import load_config
-from tests.fixtures_aws import MotoAws
+from tests.support.aws import MotoAws
 
 TAG = "k8s.io/cluster-autoscaler/race"
 

@@ -15,7 +15,7 @@ from botocore.awsrequest import AWSResponse
 
 from reconciler.aws import clients as aws_clients_module
 from reconciler.domain.model import OWN_DRAIN_TAINT
-from tests.e2e.test_cli_apply import (
+from tests.support.apply_world import (
     MAIN_PATH,
     NOTES,
     World,
@@ -26,8 +26,8 @@ from tests.e2e.test_cli_apply import (
     signed_commit,
     untouched,
 )
-from tests.fixtures_aws import _Body, query_error
-from tests.fixtures_git import BOB, git, needs_ssh_keygen
+from tests.support.aws import _Body, query_error
+from tests.support.git import BOB, git, needs_ssh_keygen
 
 pytestmark = needs_ssh_keygen
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.cli import run
-from tests.fakes import k8s_objects as k
-from tests.fixtures_aws import MotoAws
+from tests.support import k8s_objects as k
+from tests.support.aws import MotoAws
+from tests.support.cli import run
 
 TAGS = {"k8s.io/cluster-autoscaler/enabled": "true", "k8s.io/cluster-autoscaler/prod": "owned"}
 T3_SMALL = {"cpu": "1930m", "memory": "1471840Ki", "pods": "11"}

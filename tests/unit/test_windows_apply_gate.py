@@ -16,7 +16,7 @@ from reconciler.apply.outcome import NONE, SCALE_DOWN, SCALE_UP, ApplyReport
 from reconciler.apply.sync import apply
 from reconciler.domain.windows import Window
 from reconciler.gitops.manifest import GroupEntry, Manifest, Removal
-from tests.unit.plan_world import NOW, World, make_config
+from tests.support.plan_world import NOW, World, make_config
 
 H = timedelta(hours=1)
 # NOW is Monday 1 June 2026, 12:00 UTC

@@ -21,7 +21,7 @@ from reconciler.simulation.metrics import PolicyResult
 from reconciler.simulation.policies import ApprovalModel, Autoscaler, Policy, Reviewed
 from reconciler.simulation.report import SimulationReport, policy_dict, render_table
 from reconciler.simulation.trace import Trace, parse_trace
-from tests.e2e.cli import run as cli
+from tests.support.cli import run as cli
 from tests.unit.test_simulation_engine import (
     FIXED_90S,
     PRICES,

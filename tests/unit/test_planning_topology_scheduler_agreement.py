@@ -1,6 +1,6 @@
 """Regressions from the adversarial review of the planner-fidelity work: each test is a cluster where
 the planner once booked a pod the scheduler would refuse (or removed a node a booked pod needed).
-tests/unit/scheduler_reference.py is the independent scheduler model some of them judge against."""
+tests/support/scheduler_reference.py is the independent scheduler model some of them judge against."""
 
 from __future__ import annotations
 
@@ -27,10 +27,10 @@ from reconciler.planning.predicates import PredicateContext
 from reconciler.planning.simnode import SimNode
 from reconciler.planning.topology import Topology
 from reconciler.planning.types import CommittedGroup, PlannerMemory
-from tests.unit import scheduler_reference as ref
-from tests.unit.plan_world import NOW, World
-from tests.unit.plan_world import template as group_template
-from tests.unit.planning_factories import node, pod, selector, template
+from tests.support import scheduler_reference as ref
+from tests.support.plan_world import NOW, World
+from tests.support.plan_world import template as group_template
+from tests.support.planning_factories import node, pod, selector, template
 from tests.unit.test_planning_topology import spread
 
 A, B, C = "us-east-1a", "us-east-1b", "us-east-1c"

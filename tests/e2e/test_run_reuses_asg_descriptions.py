@@ -12,8 +12,8 @@ from pathlib import Path
 from reconciler.aws.reader import AwsReader
 from reconciler.config.settings import load_config
 from reconciler.runtime.plan_stage import plan_once
-from tests.fakes import k8s_objects as k
-from tests.fixtures_aws import MotoAws
+from tests.support import k8s_objects as k
+from tests.support.aws import MotoAws
 
 TAG = "k8s.io/cluster-autoscaler/reuse"
 T3_SMALL = {"cpu": "1930m", "memory": "1471840Ki", "pods": "11"}

@@ -19,7 +19,7 @@ from reconciler.aws.cache import cache_root
 from reconciler.aws.discovery import ClusterView
 from reconciler.aws.reader import AwsReader
 from reconciler.config.settings import AwsConfig, Config
-from tests.fixtures_aws import MotoAws
+from tests.support.aws import MotoAws
 
 TAG = "k8s.io/cluster-autoscaler/cache"
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import os
-import random
 import subprocess
 import tempfile
 import time
@@ -29,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reconciler.config.documents import decode_utf8
+from reconciler.domain.backoff import Backoff
 from reconciler.domain.errors import OperationError, RefusedError, UserError
 from reconciler.domain.verdict import Verdict
 from reconciler.gitops.repo import WorkingCopy, redact
@@ -40,6 +40,7 @@ _SIGNING_HINT = (
     "approve signs the merge with your own SSH key: git config --global gpg.format ssh && "
     "git config --global user.signingKey ~/.ssh/id_ed25519.pub (the key listed in approval.allowedSigners)"
 )
+_MAX_WAIT = 30.0  # seconds: the longest pause between two pushes racing another writer
 
 
 @dataclass(frozen=True)
@@ -129,7 +130,7 @@ def approve(
                     f"git push to {main_branch} of {git.shown_url} was refused: {pushed.reason}"
                 )
             if attempt < attempts:
-                time.sleep(wait * 2 ** (attempt - 1) + random.uniform(0, wait))
+                time.sleep(Backoff(wait, max(wait, _MAX_WAIT), spread=(1.0, 2.0)).delay(attempt - 1))
         raise OperationError(
             f"git push to {main_branch} of {git.shown_url} was rejected {attempts} times: another "
             "writer keeps moving it; run approve again"

@@ -16,7 +16,6 @@ import contextlib
 import fcntl
 import io
 import os
-import random
 import re
 import shutil
 import tempfile
@@ -40,6 +39,7 @@ from tenacity.wait import WaitBaseT
 
 from reconciler.config.documents import decode_utf8
 from reconciler.config.settings import GitConfig
+from reconciler.domain.backoff import FULL_JITTER, Backoff
 from reconciler.domain.errors import OperationError, UserError
 
 REMOTE = "origin"
@@ -692,7 +692,7 @@ def _full_jitter(initial: float, cap: float) -> Callable[[RetryCallState], float
     def wait(state: RetryCallState) -> float:
         took = (state.outcome_timestamp or time.monotonic()) - state.start_time - state.idle_for
         unit = max(initial, took / state.attempt_number)
-        return random.uniform(0, min(cap, unit * 2 ** (state.attempt_number - 1)))
+        return Backoff(unit, max(unit, cap), spread=FULL_JITTER).delay(state.attempt_number - 1)
 
     return wait
 

@@ -33,7 +33,6 @@ import ctypes
 import gc
 import logging
 import math
-import random
 import threading
 import time
 from collections import Counter
@@ -48,6 +47,7 @@ import urllib3
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from reconciler.domain.backoff import EQUAL_JITTER, Backoff
 from reconciler.domain.errors import OperationError, ReconcilerError
 from reconciler.domain.model import ClusterState, Pod
 from reconciler.kube.autoscaler import DEFAULT_LEASE, DEFAULT_STATUS_CONFIGMAP, detect_autoscaler
@@ -268,6 +268,7 @@ class Reflector:
         self.request_timeout = request_timeout
         self.clock, self.wall = clock, wall
         self.initial_backoff, self.max_backoff = initial_backoff, max_backoff
+        self._backoff = Backoff(initial_backoff, max(initial_backoff, max_backoff), spread=EQUAL_JITTER)
         self._relisted = relisted
         self.on_unschedulable = on_unschedulable if kind == "Pod" else None
         self.store = _Store()
@@ -345,8 +346,7 @@ class Reflector:
             # (410 after 410, a stream cut after one event) is never asked again in a tight loop
             if events <= 0 and time.monotonic() - began < _QUICK_END:
                 quick += 1
-                delay = min(self.max_backoff, self.initial_backoff * 2 ** min(quick - 1, 30))
-                self._stop.wait(delay * (0.5 + random.random() / 2))
+                self._stop.wait(self._backoff.delay(quick - 1))
             else:
                 quick = 0
 
@@ -357,8 +357,7 @@ class Reflector:
 
     def _failed(self, exc: Exception) -> None:
         self._failures += 1
-        delay = min(self.max_backoff, self.initial_backoff * 2 ** min(self._failures - 1, 30))
-        delay *= 0.5 + random.random() / 2
+        delay = self._backoff.delay(self._failures - 1)
         kind, why = _describe(exc, self.reader.api.configuration.host)
         self._broken(why)
         if kind not in self._trouble:  # each kind of failure said once per outage, not per retry

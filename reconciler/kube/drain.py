@@ -36,6 +36,7 @@ import urllib3
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from reconciler.domain.backoff import EQUAL_JITTER, Backoff
 from reconciler.domain.durations import format_duration
 from reconciler.domain.errors import OperationError, RefusedError
 from reconciler.domain.model import DAEMONSET_POD, MIRROR_POD, OWN_DRAIN_TAINT, instance_id_from_provider_id
@@ -60,6 +61,7 @@ _SHOWN = 5  # pods named in an incomplete drain's reason; the rest are counted
 _DEFAULT_GRACE = 30  # a pod's terminationGracePeriodSeconds when its spec has none
 RETRY_FIRST = 1.0  # seconds before a failed eviction is tried again; doubled each time...
 RETRY_MAX = 30.0  # ...up to this
+_RETRIES = Backoff(RETRY_FIRST, RETRY_MAX, spread=EQUAL_JITTER)
 
 _log = logging.getLogger(__name__)
 
@@ -68,8 +70,7 @@ def retry_delay(tries: int, jitter: float) -> float:
     """Seconds before the next try of an eviction that failed `tries` times: RETRY_FIRST doubled
     each time, at most RETRY_MAX, scaled into its upper half by `jitter` (0..1) so that the pods of
     parallel drains do not come back in step."""
-    delay = min(RETRY_MAX, RETRY_FIRST * 2.0 ** min(max(tries, 1) - 1, 16))
-    return delay * (0.5 + 0.5 * min(max(jitter, 0.0), 1.0))
+    return _RETRIES.delay(max(tries, 1) - 1, lambda: min(max(jitter, 0.0), 1.0))
 
 
 @dataclass(slots=True)

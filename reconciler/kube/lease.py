@@ -47,6 +47,7 @@ import urllib3
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from reconciler.domain.backoff import Backoff
 from reconciler.domain.errors import OperationError, RefusedError
 from reconciler.domain.model import APPLY_LEASE_NAMESPACE, APPLY_LEASE_PREFIX, RECORD_ANCHOR_ANNOTATION
 from reconciler.kube.live import api_error, unreachable
@@ -460,7 +461,7 @@ class ApplyLease:
             except _Transient:
                 if attempt == _TRANSIENT_TRIES - 1:
                     raise
-                time.sleep(self.retry_wait * 2**attempt)
+                time.sleep(Backoff(self.retry_wait, self.retry_wait * 4).delay(attempt))
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _patch_ours(

@@ -21,11 +21,14 @@ import tenacity
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
+from reconciler.domain.backoff import Backoff
+
 ATTEMPTS = 4  # tries of one call
 TIMEOUT_ATTEMPTS = 2  # of which may time out: a timeout after the first try is final
 BACKOFF_FIRST = 0.2  # seconds before the second try; doubled each time, at most BACKOFF_MAX
 BACKOFF_MAX = 2.0
 TRANSIENT = frozenset({500, 502, 503, 504})
+SCHEDULE = Backoff(BACKOFF_FIRST, BACKOFF_MAX)
 
 T = TypeVar("T")
 
@@ -81,7 +84,7 @@ def with_retries(
     nothing."""
     retrying = tenacity.Retrying(
         stop=tenacity.stop_after_attempt(ATTEMPTS) | _TimedOutAgain(),
-        wait=tenacity.wait_exponential(multiplier=BACKOFF_FIRST, max=BACKOFF_MAX),
+        wait=lambda state: SCHEDULE.delay(state.attempt_number - 1),
         retry=tenacity.retry_if_exception(functools.partial(transient, retry_429=retry_429)),
         sleep=sleep,
         reraise=True,

@@ -16,7 +16,6 @@ restart after a capped, jittered exponential backoff, logged once per kind of tr
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -27,6 +26,7 @@ import urllib3
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from reconciler.domain.backoff import EQUAL_JITTER, Backoff
 from reconciler.kube.retry import no_answer
 
 _log = logging.getLogger(__name__)
@@ -63,6 +63,7 @@ class KeyWatch:
         self.watch_timeout = watch_timeout
         self.max_backoff = max_backoff
         self.initial_backoff = initial_backoff
+        self._backoff = Backoff(initial_backoff, max(initial_backoff, max_backoff), spread=EQUAL_JITTER)
         self.restarts = 0  # failures that restarted the watch (a metric's worth)
         self._last = ""
         self._failures = 0
@@ -113,8 +114,7 @@ class KeyWatch:
                 continue
             if time.monotonic() - began < _QUICK_END:  # a server ending watches at once: no hot loop
                 quick += 1
-                delay = min(self.max_backoff, self.initial_backoff * 2 ** min(quick - 1, 30))
-                self._stop.wait(delay * (0.5 + random.random() / 2))
+                self._stop.wait(self._backoff.delay(quick - 1))
             else:
                 quick = 0
 
@@ -164,8 +164,7 @@ class KeyWatch:
     def _failed(self, exc: Exception) -> None:
         self.restarts += 1
         self._failures += 1
-        delay = min(self.max_backoff, self.initial_backoff * 2 ** min(self._failures - 1, 30))
-        delay *= 0.5 + random.random() / 2
+        delay = self._backoff.delay(self._failures - 1)
         kind, why = _describe(exc, self.host)
         if kind != self._trouble:
             self._trouble = kind

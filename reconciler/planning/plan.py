@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from reconciler.config.settings import Config
+from reconciler.domain.backoff import Backoff as Schedule
 from reconciler.domain.durations import format_duration, parse_duration
 from reconciler.domain.inventory import GroupInventory
 from reconciler.domain.model import CPU, MEMORY, POD_SCALE_UP_DELAY, Instance, Node, Pod
@@ -290,7 +291,9 @@ def _backoff(g: _Group, previous: Backoff | None, now: datetime, config: Config)
     count = 1
     if previous is not None and now - previous.until < longest:
         count = previous.count + 1
-    return Backoff(now + min(initial * 2 ** (count - 1), longest), count)
+    first, cap = initial.total_seconds(), longest.total_seconds()
+    wait = Schedule(first, max(first, cap)).base(count - 1)
+    return Backoff(now + timedelta(seconds=wait), count)
 
 
 def _pending_pods(

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from reconciler.aws.reader import AwsReader
 from reconciler.config.settings import Config, load_config
+from reconciler.domain.backoff import Backoff
 from reconciler.domain.errors import OperationError, ReconcilerError, RefusedError, StopRequested, UserError
 from reconciler.domain.event import EventSpec
 from reconciler.gitops.proposal import OpenProposal, open_proposal
@@ -383,8 +384,8 @@ class Stage:
         run = self.runner.config.run
         self.failures += 1
         interval = run.interval.total_seconds()
-        doubling = 2 ** min(self.failures - 1, 30)  # capped: a fault lasting days never overflows
-        self.wait = min(interval * doubling, max(run.max_backoff.total_seconds(), interval))
+        longest = max(run.max_backoff.total_seconds(), interval)
+        self.wait = Backoff(interval, longest).delay(self.failures - 1)
         self.next_due = time.monotonic() + self.wait
 
     def body(self, config: Config, now: datetime) -> tuple[str, str, str | None]:

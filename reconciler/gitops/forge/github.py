@@ -42,6 +42,7 @@ from typing import Any
 import tenacity
 
 from reconciler.config.settings import ForgeConfig
+from reconciler.domain.backoff import Backoff
 from reconciler.domain.errors import OperationError, ReconcilerError, UserError
 from reconciler.gitops.forge.base import (
     CLOSED,
@@ -60,6 +61,7 @@ API_VERSION = "2022-11-28"
 PAGE_SIZE = 100
 USER_AGENT = "asg-reconciler"
 SECONDARY_WAIT = 60.0  # a secondary rate limit that names no time: GitHub asks for a minute at least
+_SECONDARY = Backoff(SECONDARY_WAIT, SECONDARY_WAIT * 2**6)  # then longer (the call's max_wait ends it first)
 _READ_REPO = "read the repository"
 
 
@@ -450,9 +452,9 @@ class GitHubForge:
             if exc.wait is not None:
                 return float(exc.wait)
             limited = state.attempt_number  # secondary limit, no time named: a minute, then longer
-            return SECONDARY_WAIT * float(2 ** (limited - 1))
+            return _SECONDARY.delay(limited - 1)
         if isinstance(exc, _Retryable):
-            return float(self.backoff * 2 ** (state.attempt_number - 1))
+            return Backoff(self.backoff, max(self.backoff, self.max_wait)).delay(state.attempt_number - 1)
         return 0.0
 
     def _stop(self, state: tenacity.RetryCallState) -> bool:

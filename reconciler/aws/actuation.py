@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from reconciler.aws.clients import aws_errors
-from reconciler.domain.errors import OperationError, RefusedError, UncertainError
+from reconciler.aws.errors import AwsError, AwsUncertainError
+from reconciler.domain.errors import OperationError, RefusedError
 
 if TYPE_CHECKING:
     from mypy_boto3_autoscaling import AutoScalingClient
@@ -60,7 +61,7 @@ class Actuator:
             found = self.autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[name])
         groups = found.get("AutoScalingGroups", [])
         if not groups:
-            raise OperationError(f"asg {name}: no longer exists")
+            raise AwsError(f"asg {name}: no longer exists")
         asg = groups[0]
         return GroupNow(
             name=name,
@@ -113,7 +114,7 @@ class Actuator:
             try:
                 after = self.describe(name)
             except OperationError:
-                raise UncertainError(
+                raise AwsUncertainError(
                     f"{exc}; whether {instance_id} is terminating cannot be told now (the next apply looks)"
                 ) from None
             if after.instances.get(instance_id, "") == IN_SERVICE:

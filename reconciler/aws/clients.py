@@ -39,8 +39,9 @@ from botocore.exceptions import (
 )
 from botocore.parsers import ResponseParserError
 
+from reconciler.aws.errors import AwsError
 from reconciler.config.settings import Config
-from reconciler.domain.errors import OperationError, UserError
+from reconciler.domain.errors import UserError
 
 if TYPE_CHECKING:
     from mypy_boto3_autoscaling import AutoScalingClient
@@ -164,11 +165,11 @@ def aws_errors(doing: str = "") -> Iterator[None]:
             "(set `region:` in the config, or AWS_REGION / AWS_DEFAULT_REGION)"
         ) from None
     except ClientError as exc:
-        raise OperationError(_client_error_message(exc, context)) from None
+        raise AwsError(_client_error_message(exc, context)) from None
     except BotoConnectionError as exc:
-        raise OperationError(f"cannot reach the AWS endpoint{context}: {_one_line(exc)}") from None
+        raise AwsError(f"cannot reach the AWS endpoint{context}: {_one_line(exc)}") from None
     except (BotoCoreError, ResponseParserError) as exc:
-        raise OperationError(f"AWS call failed{context}: {_one_line(exc)}") from None
+        raise AwsError(f"AWS call failed{context}: {_one_line(exc)}") from None
 
 
 def error_code(exc: ClientError) -> str:

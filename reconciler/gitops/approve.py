@@ -31,6 +31,7 @@ from reconciler.config.documents import decode_utf8
 from reconciler.domain.backoff import Backoff
 from reconciler.domain.errors import OperationError, RefusedError, UserError
 from reconciler.domain.verdict import Verdict
+from reconciler.gitops.errors import GitError
 from reconciler.gitops.repo import WorkingCopy, redact
 
 log = logging.getLogger(__name__)
@@ -126,12 +127,10 @@ def approve(
                 _delete_branch(git, proposal_branch, proposal)
                 return sha
             if not pushed.retry:
-                raise OperationError(
-                    f"git push to {main_branch} of {git.shown_url} was refused: {pushed.reason}"
-                )
+                raise GitError(f"git push to {main_branch} of {git.shown_url} was refused: {pushed.reason}")
             if attempt < attempts:
                 time.sleep(Backoff(wait, max(wait, _MAX_WAIT), spread=(1.0, 2.0)).delay(attempt - 1))
-        raise OperationError(
+        raise GitError(
             f"git push to {main_branch} of {git.shown_url} was rejected {attempts} times: another "
             "writer keeps moving it; run approve again"
         )
@@ -182,7 +181,7 @@ def _merge_tree(git: _Git, main: str, proposal: str, proposal_branch: str, main_
             f"proposal {proposal_branch} no longer merges cleanly into {main_branch} (conflict in "
             f"{files}): let the next plan rebuild it, or resolve it on the branch and approve again"
         )
-    raise OperationError(f"git merge-tree failed (approve needs git 2.38 or newer): {git.reason(result)}")
+    raise GitError(f"git merge-tree failed (approve needs git 2.38 or newer): {git.reason(result)}")
 
 
 def _signed_merge(
@@ -243,11 +242,9 @@ class _Git:
                 check=False,
             )
         except subprocess.TimeoutExpired:
-            raise OperationError(
-                f"git {args[0]} {self.shown_url}: no answer within {self.timeout:g}s"
-            ) from None
+            raise GitError(f"git {args[0]} {self.shown_url}: no answer within {self.timeout:g}s") from None
         except OSError as exc:
-            raise OperationError(f"cannot run git: {exc}") from None
+            raise GitError(f"cannot run git: {exc}") from None
 
     def blob(self, spec: str) -> bytes | None:
         """`git show SPEC` as bytes, None when there is no such file: a file's text is decoded by
@@ -257,14 +254,14 @@ class _Git:
                 ["git", "show", spec], cwd=self.cwd, env=self.env, capture_output=True, check=False
             )
         except OSError as exc:
-            raise OperationError(f"cannot run git: {exc}") from None
+            raise GitError(f"cannot run git: {exc}") from None
         return result.stdout if result.returncode == 0 else None
 
     def run(self, *args: str, network: bool = False) -> str:
         result = self.call(*args, network=network)
         if result.returncode != 0:
             where = f" {self.shown_url}" if network else ""
-            raise OperationError(f"git {args[0]}{where}: {self.reason(result)}")
+            raise GitError(f"git {args[0]}{where}: {self.reason(result)}")
         return result.stdout
 
     def reason(self, result: subprocess.CompletedProcess[str]) -> str:
@@ -306,4 +303,4 @@ class _Git:
             # update ref" is another writer holding the ref at that instant: both mean "try again".
             moved = summary.startswith("[rejected]") or "failed to update ref" in summary
             return _Pushed(False, moved, redact(summary))
-        raise OperationError(f"git push {self.shown_url}: {self.reason(result)}")
+        raise GitError(f"git push {self.shown_url}: {self.reason(result)}")

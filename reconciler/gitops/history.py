@@ -19,7 +19,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import NamedTuple
 
-from reconciler.domain.errors import OperationError, UserError
+from reconciler.domain.errors import UserError
+from reconciler.gitops.errors import GitError
 from reconciler.gitops.trailers import Scanned, last_paragraph, scan_trailers
 
 NOTES_REF = "refs/notes/asg-reconciler"
@@ -133,7 +134,7 @@ def read_log(repo_path: Path | str, ref: str = "HEAD", *, notes: bool = False) -
 def stream_log(repo_path: Path | str, ref: str, sink: Callable[[str], None], *, notes: bool = False) -> None:
     """Run the one `git log` and hand each commit's record to `sink` as soon as it is complete."""
     if not Path(repo_path).is_dir():
-        raise OperationError(f"git log: {repo_path} is not a directory")
+        raise GitError(f"git log: {repo_path} is not a directory")
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     with tempfile.TemporaryFile() as errors:
         process = subprocess.Popen(
@@ -158,7 +159,7 @@ def stream_log(repo_path: Path | str, ref: str, sink: Callable[[str], None], *, 
         if any(s in stderr for s in ("unknown revision", "bad revision", "does not have any commits")):
             return
         reason = stderr.splitlines()[-1] if stderr else f"exit code {code}"
-        raise OperationError(f"git log in {repo_path}: {reason.removeprefix('fatal: ')}")
+        raise GitError(f"git log in {repo_path}: {reason.removeprefix('fatal: ')}")
 
 
 def parse_log(text: str) -> list[LogRecord]:
@@ -504,7 +505,7 @@ def read_blobs(repo_path: Path | str, specs: Sequence[str]) -> list[str | None]:
         check=False,
     )
     if result.returncode != 0:
-        raise OperationError(f"git cat-file in {repo_path}: {result.stderr.decode(errors='replace').strip()}")
+        raise GitError(f"git cat-file in {repo_path}: {result.stderr.decode(errors='replace').strip()}")
     data, at = result.stdout, 0
     found: list[str | None] = []
     for _ in asked:
@@ -533,14 +534,14 @@ _NO_COMMITS = (
 def git_output(repo_path: Path | str, args: list[str]) -> str:
     """One git command's output; a ref with no commits yet (an empty repository) is no output."""
     if not Path(repo_path).is_dir():
-        raise OperationError(f"git {args[0]}: {repo_path} is not a directory")
+        raise GitError(f"git {args[0]}: {repo_path} is not a directory")
     result = subprocess.run(["git", *args], cwd=repo_path, capture_output=True, check=False)
     stderr = result.stderr.decode("utf-8", errors="replace").strip()
     if result.returncode != 0:
         if any(s in stderr for s in _NO_COMMITS):
             return ""
         reason = stderr.splitlines()[-1] if stderr else f"exit code {result.returncode}"
-        raise OperationError(f"git {args[0]} in {repo_path}: {reason.removeprefix('fatal: ')}")
+        raise GitError(f"git {args[0]} in {repo_path}: {reason.removeprefix('fatal: ')}")
     return result.stdout.decode("utf-8", errors="replace")
 
 

@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from reconciler.config.settings import Config
-from reconciler.domain.errors import OperationError
 from reconciler.domain.markdown import BODY_BUDGET, GITHUB_BODY_LIMIT, Part, fenced, fit, inline
+from reconciler.gitops.errors import GitError
 from reconciler.gitops.forge import Forge, PullRequest, open_or_update
 from reconciler.gitops.manifest_edit import ManifestEditor
 from reconciler.gitops.plan_edits import listed_removals, main_edits, proposal_draft, restore_note
@@ -239,7 +239,7 @@ def _lease_push(copy: WorkingCopy, sha: str, branch: str, expected: str) -> None
     try:
         copy.force_push(sha, branch, expected=expected)
     except PushRejected:
-        raise OperationError(
+        raise GitError(
             f"the proposal branch {branch} moved while we rewrote it (someone pushed): not overwritten; "
             "the next plan looks again"
         ) from None
@@ -274,7 +274,7 @@ def _shrink(
     try:
         copy.push(sha, branch)
     except PushRejected:
-        raise OperationError(
+        raise GitError(
             f"the proposal branch {branch} moved while we shrank it: the next plan looks again"
         ) from None
     return sha
@@ -296,7 +296,7 @@ def _close(
     try:
         copy.delete_branch(branch, head)
     except PushRejected:
-        raise OperationError(
+        raise GitError(
             f"the proposal branch {branch} moved while we deleted it: the next plan looks again"
         ) from None
     notes.append(f"proposal {branch} closed: {why}")

@@ -31,8 +31,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.config.documents import JSON_TOO_DEEP
-from reconciler.domain.errors import OperationError
 from reconciler.domain.model import APPLY_LEASE_NAMESPACE, APPLY_LEASE_PREFIX, RECORD_ANCHOR_ANNOTATION
+from reconciler.gitops.errors import GitError
 from reconciler.gitops.history import KIND_APPLY, NOTES_REF, Entry, LogRecord
 from reconciler.gitops.record_signing import Signer, Verifier
 from reconciler.gitops.repo import (
@@ -350,7 +350,7 @@ def merge_note(current: str | None, record: ApplyRecord, *, signer: Signer | Non
         if found is None:
             version = _version_of(current)
             if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT_VERSION:
-                raise OperationError(
+                raise GitError(
                     f"the apply record note on {record.commit[:12]} has format version {version}, newer"
                     f" than this asg-reconciler's {FORMAT_VERSION}: upgrade asg-reconciler to record there"
                 )

@@ -41,6 +41,7 @@ from reconciler.config.documents import decode_utf8
 from reconciler.config.settings import GitConfig
 from reconciler.domain.backoff import FULL_JITTER, Backoff
 from reconciler.domain.errors import OperationError, UserError
+from reconciler.gitops.errors import GitError
 
 REMOTE = "origin"
 _MARKER = "asg-reconciler-workdir"
@@ -340,7 +341,7 @@ class WorkingCopy:
                 retrying.statistics["attempt_number"],
                 retrying.statistics["delay_since_first_attempt"],
             )
-            raise OperationError(
+            raise GitError(
                 f"git push to {branch} of {self.shown_url} was rejected {tries} times in {took:.0f}s:"
                 " other writers keep moving it; try again later"
             ) from None
@@ -497,7 +498,7 @@ class WorkingCopy:
                     return sha
         except PushRejected:
             tries = retrying.statistics["attempt_number"]  # fewer than `attempts` when git.timeout ended it
-            raise OperationError(
+            raise GitError(
                 f"git push to {ref} of {self.shown_url} was rejected {tries} times:"
                 " other writers keep moving it; try again later"
             ) from None
@@ -539,7 +540,7 @@ class WorkingCopy:
                 raise PushRejected(f"{branch}: {info.summary.strip()}")
             if info.flags & (git.PushInfo.REMOTE_REJECTED | git.PushInfo.REMOTE_FAILURE | git.PushInfo.ERROR):
                 summary = redact(info.summary.strip(), (self._token,))
-                raise OperationError(f"git push to {branch} of {self.shown_url} was refused: {summary}")
+                raise GitError(f"git push to {branch} of {self.shown_url} was refused: {summary}")
 
     def _file_at(self, commit: str, path: str, shown: str | None = None) -> str | None:
         """The file at a commit known to exist (no `rev-parse`: a retry reads it on every attempt).
@@ -584,9 +585,9 @@ class WorkingCopy:
         except git.GitCommandError as exc:
             raise self._failure(args[0], exc) from None
 
-    def _failure(self, verb: str, exc: Exception) -> OperationError:
+    def _failure(self, verb: str, exc: Exception) -> GitError:
         """A git failure as one line: the command, the redacted URL and git's own reason."""
-        return OperationError(f"git {verb} {self.shown_url}: {redact(git_reason(exc), (self._token,))}")
+        return GitError(f"git {verb} {self.shown_url}: {redact(git_reason(exc), (self._token,))}")
 
     def _network_env(self, repo: git.Repo) -> dict[str, str]:
         env = {"GIT_TERMINAL_PROMPT": "0"}
@@ -623,7 +624,7 @@ class WorkingCopy:
                 repo.git.rev_parse("--git-dir")
             except (git.InvalidGitRepositoryError, git.NoSuchPathError, git.GitCommandError):
                 if not (git_dir / _MARKER).exists():
-                    raise OperationError(
+                    raise GitError(
                         f"work dir {git_dir} exists and is not a git repository made by asg-reconciler;"
                         " remove it or point git.workDir elsewhere"
                     ) from None

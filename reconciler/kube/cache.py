@@ -48,9 +48,10 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from reconciler.domain.backoff import EQUAL_JITTER, Backoff
-from reconciler.domain.errors import OperationError, ReconcilerError
+from reconciler.domain.errors import ReconcilerError
 from reconciler.domain.model import ClusterState, Pod
 from reconciler.kube.autoscaler import DEFAULT_LEASE, DEFAULT_STATUS_CONFIGMAP, detect_autoscaler
+from reconciler.kube.errors import KubernetesError
 from reconciler.kube.live import NAMESPACES_FORBIDDEN, REQUIRED_KINDS, ListForbidden, LiveReader
 from reconciler.kube.parse import TERMINAL_PHASES, ObjectReader, Raw
 from reconciler.kube.retry import no_answer, transient
@@ -80,7 +81,7 @@ _event_decoder = msgspec.json.Decoder(_Event)
 _status_decoder = msgspec.json.Decoder(_Status)
 
 
-class NotSynced(OperationError):
+class NotSynced(KubernetesError):
     """The cache has not listed every kind yet: there is no picture to plan from."""
 
 
@@ -663,7 +664,7 @@ class ClusterCache:
             if r.broken_since is not None and moment - r.broken_since > self.stale_after
         ]
         if stale:
-            raise OperationError(
+            raise KubernetesError(
                 "Kubernetes API: the cluster cache is stale: not kept current: "
                 + "; ".join(stale)
                 + "; planning waits until its watches or lists work again"

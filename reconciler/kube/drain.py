@@ -38,8 +38,9 @@ from kubernetes.client.exceptions import ApiException
 
 from reconciler.domain.backoff import EQUAL_JITTER, Backoff
 from reconciler.domain.durations import format_duration
-from reconciler.domain.errors import OperationError, RefusedError
+from reconciler.domain.errors import RefusedError
 from reconciler.domain.model import DAEMONSET_POD, MIRROR_POD, OWN_DRAIN_TAINT, instance_id_from_provider_id
+from reconciler.kube.errors import KubernetesError
 from reconciler.kube.live import ContinueExpired, continue_expired, restarting, unreachable
 from reconciler.kube.live import api_error as live_api_error
 from reconciler.kube.retry import ATTEMPTS, transient, with_retries
@@ -167,7 +168,7 @@ class NodeDrainer:
                     raise RefusedError(f"not marking node {node} for draining: {wrong}")
 
         if not self._update_taints(node, change, "mark", guard):
-            raise OperationError(f"cannot mark node {node} for draining: it is not in the cluster")
+            raise KubernetesError(f"cannot mark node {node} for draining: it is not in the cluster")
 
     def unmark(self, node: str) -> None:
         """Remove our taint only; other taints and a person's cordon (`spec.unschedulable`) stay.
@@ -231,7 +232,7 @@ class NodeDrainer:
                 raise _api_error(f"{action} node {node}", exc) from None
             except urllib3.exceptions.HTTPError as exc:
                 raise self._unreachable(exc) from None
-        raise OperationError(
+        raise KubernetesError(
             f"Kubernetes API: {action} node {node}: it kept changing under us ({_CONFLICT_RETRIES} conflicts)"
         )
 
@@ -479,8 +480,8 @@ class NodeDrainer:
         """`call()`, tried again after a transient failure (reconciler/kube/retry.py)."""
         return with_retries(call, retry_429=retry_429, sleep=self._sleep)
 
-    def _unreachable(self, exc: urllib3.exceptions.HTTPError) -> OperationError:
-        return OperationError(f"{unreachable(self.api, exc)} (gave up after {ATTEMPTS} attempts)")
+    def _unreachable(self, exc: urllib3.exceptions.HTTPError) -> KubernetesError:
+        return KubernetesError(f"{unreachable(self.api, exc)} (gave up after {ATTEMPTS} attempts)")
 
 
 def _gave_up(exc: ApiException) -> str:
@@ -553,10 +554,10 @@ def _retry_after(exc: ApiException) -> float:
         return 0.0
 
 
-def _api_error(action: str, exc: ApiException) -> OperationError:
+def _api_error(action: str, exc: ApiException) -> KubernetesError:
     if exc.status in (401, 403):
         return live_api_error(action, exc)
-    return OperationError(f"Kubernetes API: {action}: {_one_line(exc)}{_gave_up(exc)}")
+    return KubernetesError(f"Kubernetes API: {action}: {_one_line(exc)}{_gave_up(exc)}")
 
 
 def _one_line(exc: ApiException) -> str:

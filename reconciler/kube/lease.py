@@ -50,7 +50,9 @@ from kubernetes.client.exceptions import ApiException
 from reconciler.domain.backoff import Backoff
 from reconciler.domain.errors import OperationError, RefusedError
 from reconciler.domain.model import APPLY_LEASE_NAMESPACE, APPLY_LEASE_PREFIX, RECORD_ANCHOR_ANNOTATION
+from reconciler.kube.errors import KubernetesError
 from reconciler.kube.live import api_error, unreachable
+from reconciler.kube.retry import transient
 
 _log = logging.getLogger(__name__)
 
@@ -75,7 +77,7 @@ class LeaseLost(BaseException):
     exit_code = 1
 
 
-class _Transient(OperationError):
+class _Transient(KubernetesError):
     """A failure worth another try: HTTP 5xx or 429, or no answer at all."""
 
 
@@ -298,7 +300,7 @@ class ApplyLease:
                 self._held_since, self._lost = started, None
                 return
             conflicts += 1  # someone wrote first: read again (a change while watching refuses)
-        raise OperationError(f"Kubernetes API: acquire lease {self.where}: it kept changing under us")
+        raise KubernetesError(f"Kubernetes API: acquire lease {self.where}: it kept changing under us")
 
     def _refuse_if_fresh(self, spec: dict[str, Any], holder: str) -> None:
         """The first look at someone else's Lease: refuse at once when it looks fresh by our clock.
@@ -328,7 +330,7 @@ class ApplyLease:
         with self._lock:
             self._raise_if_lost()
             if self._held_since is None:
-                raise OperationError(f"lease {self.where} is not held: acquire it first")
+                raise KubernetesError(f"lease {self.where} is not held: acquire it first")
             self._renew()
 
     def _renew(self) -> None:
@@ -354,7 +356,9 @@ class ApplyLease:
                     fields = {"holderIdentity": None, "renewTime": micro_time(self._now())}
                     if self._patch(current["metadata"]["resourceVersion"], fields, "release") != "conflict":
                         return
-                raise OperationError(f"Kubernetes API: release lease {self.where}: it kept changing under us")
+                raise KubernetesError(
+                    f"Kubernetes API: release lease {self.where}: it kept changing under us"
+                )
             finally:
                 self._held_since = None
 
@@ -365,7 +369,7 @@ class ApplyLease:
         with self._lock:
             self._raise_if_lost()
             if self._held_since is None:
-                raise OperationError(f"lease {self.where} is not held: acquire it first")
+                raise KubernetesError(f"lease {self.where} is not held: acquire it first")
             self._patch_ours("anchor on", {}, {RECORD_ANCHOR_ANNOTATION: digest}, retry=True)
 
     def check(self) -> None:
@@ -378,11 +382,13 @@ class ApplyLease:
         with self._lock:
             self._raise_if_lost()
             if self._held_since is None:
-                raise OperationError(f"lease {self.where} is not held")
+                raise KubernetesError(f"lease {self.where} is not held")
             try:
                 current = self._retrying(self._read)
             except OperationError as exc:
-                raise OperationError(f"cannot confirm lease {self.where} before this change: {exc}") from None
+                raise KubernetesError(
+                    f"cannot confirm lease {self.where} before this change: {exc}"
+                ) from None
             self._confirm_ours(current)
             age = self._monotonic() - self._held_since
             if age < self.renew_deadline:
@@ -390,7 +396,7 @@ class ApplyLease:
             try:
                 self._renew()
             except OperationError as exc:
-                raise OperationError(
+                raise KubernetesError(
                     f"lease {self.where} was not renewed for {int(age)}s (duration {self.duration_seconds}s) "
                     f"and cannot be renewed now ({exc}): another apply may take it before this change is made"
                 ) from None
@@ -488,7 +494,7 @@ class ApplyLease:
             if holder != self.identity:
                 self._lose(f"lease {self.where} is now held by {holder or 'nobody'}")
             version = current["metadata"]["resourceVersion"]
-        raise OperationError(f"Kubernetes API: {action} lease {self.where}: it kept changing under us")
+        raise KubernetesError(f"Kubernetes API: {action} lease {self.where}: it kept changing under us")
 
     def _lose(self, why: str) -> NoReturn:
         self._lost = LeaseLost(
@@ -584,11 +590,12 @@ class LeaseGuardedClient(k8s.ApiClient):
         return self.__dict__["_inner"].call_api(method, url, *args, **kwargs)
 
 
-def _failure(action: str, exc: ApiException) -> OperationError:
-    """The one-line error for an API error; transient (worth a retry) for 5xx and 429."""
+def _failure(action: str, exc: ApiException) -> KubernetesError:
+    """The one-line error for an API error; worth a retry when kube/retry.py's one predicate says
+    so (500, 502, 503, 504, 429). A 501 or 505 is the server's answer, not a blip: asking again
+    gets it again (it was retried here before, unlike every other Kubernetes call)."""
     error = api_error(action, exc)
-    status = exc.status or 0
-    return _Transient(str(error)) if status >= 500 or status == 429 else error
+    return _Transient(str(error)) if transient(exc) else error
 
 
 def _call_once(call: Callable[[], _T]) -> _T:

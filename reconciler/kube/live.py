@@ -31,9 +31,9 @@ import urllib3
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from reconciler.domain.errors import OperationError
 from reconciler.domain.model import ClusterState
 from reconciler.kube.autoscaler import DEFAULT_LEASE, DEFAULT_STATUS_CONFIGMAP
+from reconciler.kube.errors import KubernetesError
 from reconciler.kube.retry import timed_out, with_retries
 from reconciler.kube.schema import list_decoder
 from reconciler.kube.state import StateBuilder
@@ -88,7 +88,7 @@ class _Prefetch(Generic[T]):
         return cast(T, self._value)
 
 
-class ListForbidden(OperationError):
+class ListForbidden(KubernetesError):
     """A list RBAC does not let us read (HTTP 403): fatal for most kinds, noted for optional ones."""
 
 
@@ -118,7 +118,7 @@ def restarting(what: str, listing: Callable[[], T], again: Callable[[], None] = 
                 LIST_RESTARTS,
             )
             again()
-    raise OperationError(
+    raise KubernetesError(
         f"Kubernetes API: {what}: the continue token expired {LIST_RESTARTS + 1} times in a row "
         "(HTTP 410 Expired: the API server compacted the list's revision before its last page); "
         "a listing takes longer than it keeps history (--etcd-compaction-interval, 5m by default): "
@@ -279,7 +279,7 @@ class LiveReader:
             try:
                 page = decoder.decode(body)
             except msgspec.DecodeError as exc:
-                raise OperationError(f"Kubernetes API: list {kind}s: unreadable reply: {exc}") from None
+                raise KubernetesError(f"Kubernetes API: list {kind}s: unreadable reply: {exc}") from None
             meta = page.get("metadata") or {}
             token = meta.get("continue") or ""
             pending = fetch(token) if token else None
@@ -299,17 +299,17 @@ class LiveReader:
         return document
 
 
-def api_error(action: str, exc: ApiException) -> OperationError:
+def api_error(action: str, exc: ApiException) -> KubernetesError:
     if exc.status in (401, 403):
-        return OperationError(
+        return KubernetesError(
             f"Kubernetes API: {action}: {'unauthorized' if exc.status == 401 else 'forbidden'} "
             "(check the credentials and grant the RBAC rules of docs/deploy-kubernetes.md)"
         )
     reason = exc.reason or "error"
-    return OperationError(f"Kubernetes API: {action}: HTTP {exc.status} {reason}")
+    return KubernetesError(f"Kubernetes API: {action}: HTTP {exc.status} {reason}")
 
 
-def unreachable(api: k8s.ApiClient, exc: Exception) -> OperationError:
+def unreachable(api: k8s.ApiClient, exc: Exception) -> KubernetesError:
     reason = getattr(exc, "reason", None) or exc
     text = str(reason).splitlines()[0]
     if timed_out(exc):
@@ -321,4 +321,4 @@ def unreachable(api: k8s.ApiClient, exc: Exception) -> OperationError:
             text += " (kubernetes.requestTimeout)"
     elif "Connection refused" in text or "NewConnectionError" in text:
         text = "connection refused"
-    return OperationError(f"cannot reach the Kubernetes API at {api.configuration.host}: {text}")
+    return KubernetesError(f"cannot reach the Kubernetes API at {api.configuration.host}: {text}")

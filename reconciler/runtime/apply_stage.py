@@ -47,7 +47,7 @@ from reconciler.aws.clients import AwsClients, make_clients
 from reconciler.aws.discovery import nothing_found
 from reconciler.aws.reader import AwsReader
 from reconciler.config.settings import Config
-from reconciler.domain.errors import OperationError, ReconcilerError, RefusedError, StopRequested, UserError
+from reconciler.domain.errors import ReconcilerError, RefusedError, StopRequested, UserError
 from reconciler.gitops.forge.base import Forge
 from reconciler.gitops.manifest import Manifest
 from reconciler.gitops.plan_edits import committed_groups
@@ -68,6 +68,7 @@ from reconciler.gitops.repo import REMOTE, WorkingCopy
 from reconciler.kube.client import api_client
 from reconciler.kube.control import SuspendedError, Switch
 from reconciler.kube.drain import NodeDrainer
+from reconciler.kube.errors import KubernetesError
 from reconciler.kube.lease import ApplyLease, LeaseLost
 from reconciler.runtime.plan_stage import read_manifest, working_copy
 from reconciler.runtime.world import observe
@@ -214,7 +215,7 @@ def apply_once(
                 _give_back_strays(config, kube, lease)
                 raise
     except LeaseLost as exc:
-        raise OperationError(str(exc)) from None
+        raise KubernetesError(str(exc)) from None
 
 
 def _waiting(hooks: LoopHooks) -> None:

@@ -39,6 +39,7 @@ from reconciler.kube.cache import KINDS as CACHE_KINDS
 from reconciler.kube.cache import ClusterCache
 from reconciler.kube.client import api_client, run_namespace
 from reconciler.kube.control import SuspendedError, Switch
+from reconciler.kube.errors import KubernetesError
 from reconciler.kube.events import EventRecorder
 from reconciler.kube.leader import LeaderElector
 from reconciler.kube.status_configmap import PUSHED_KEY, STATUS_CONFIGMAP, StatusConfigMap
@@ -71,13 +72,8 @@ def error_kind(exc: BaseException) -> str:
         return "refused"
     if isinstance(exc, UserError):
         return "config"
-    text = str(exc)
-    if "Kubernetes API" in text or "Lease" in text:
-        return "kubernetes"
-    if "AWS" in text or "aws" in text.split(":", 1)[0]:
-        return "aws"
-    if text.startswith("git ") or "git " in text.split(":", 1)[0]:
-        return "git"
+    if isinstance(exc, OperationError):
+        return exc.edge  # the edge's typed error says which system failed, never its message
     return "other"
 
 
@@ -696,7 +692,7 @@ class Runner:
 
         def guard() -> None:
             if not elector.is_leader():
-                raise OperationError(
+                raise KubernetesError(
                     f"{stage}: lost the Lease {elector.where} during the cycle: nothing written "
                     "(the new leader plans from fresh state)"
                 )

@@ -36,7 +36,7 @@ RELIST_REASONS = ("expired", "resync", "error")
 PREFIX = "asg_reconciler_"
 
 # Why a cycle failed; the loop decides which. Anything else is counted as "other".
-ERROR_KINDS = ("kubernetes", "aws", "git", "config", "refused", "suspended", "other")
+ERROR_KINDS = ("kubernetes", "aws", "git", "forge", "config", "refused", "suspended", "other")
 
 # What apply did, counted per action (not per group: the group is in the logs and the records).
 ACTIONS = ("raise", "drain", "terminate", "give_back")

@@ -488,3 +488,15 @@ def test_a_lasting_or_permanent_failure_is_not_retried_forever(
     with pytest.raises(OperationError, match="forbidden"):
         lease(kube_client, clock, retry_wait=0.01).acquire()
     assert kube_api.calls[("GET", path)] == 1  # RBAC does not fix itself
+
+
+@pytest.mark.parametrize("status", [501, 505])
+def test_a_501_or_505_is_an_answer_not_a_blip(
+    kube_api: FakeKubeAPI, kube_client: client.ApiClient, clock: Clock, status: int
+) -> None:
+    """The Lease asks kube/retry.py's one transient predicate, as every other Kubernetes call does."""
+    path = f"/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/{NAME}"
+    kube_api.fault = lambda method, p, query: (status, None)
+    with pytest.raises(OperationError, match=f"HTTP {status}"):
+        lease(kube_client, clock, retry_wait=0.01).acquire()
+    assert kube_api.calls[("GET", path)] == 1

@@ -44,6 +44,7 @@ import tenacity
 from reconciler.config.settings import ForgeConfig
 from reconciler.domain.backoff import Backoff
 from reconciler.domain.errors import OperationError, ReconcilerError, UserError
+from reconciler.gitops.errors import ForgeError
 from reconciler.gitops.forge.base import (
     CLOSED,
     OPEN,
@@ -286,9 +287,7 @@ class GitHubForge:
             return "none"
         level = _get(response.data, "permission")
         if not isinstance(level, str) or not level:
-            raise OperationError(
-                f"GitHub at {self._shown_base} answered the permission of {login} without one"
-            )
+            raise ForgeError(f"GitHub at {self._shown_base} answered the permission of {login} without one")
         return level
 
     def _token_login(self) -> str:
@@ -297,7 +296,7 @@ class GitHubForge:
         count anyway). Any other failure raises: an identity we could not learn must not count."""
         response = self._call("GET", "/user", what="read the token's own user", accept=frozenset({403, 404}))
         if response.status == 403 and response.headers.get("X-RateLimit-Remaining") == "0":
-            raise OperationError(
+            raise ForgeError(
                 f"GitHub at {self._shown_base} rate limit reached while trying to read the token's own user"
             )
         if response.status != 200:
@@ -379,15 +378,11 @@ class GitHubForge:
         while url is not None:
             response = self._call("GET", url, what=what)
             if not isinstance(response.data, list):
-                raise OperationError(
-                    f"GitHub at {self._shown_base} answered {what} with something not a list"
-                )
+                raise ForgeError(f"GitHub at {self._shown_base} answered {what} with something not a list")
             items.extend(i for i in response.data if isinstance(i, dict))
             url = _next_link(response.headers.get("Link", ""))
             if url is not None and not url.startswith(self._base + "/"):
-                raise OperationError(
-                    f"GitHub at {self._shown_base} paged {what} to another host; not following"
-                )
+                raise ForgeError(f"GitHub at {self._shown_base} paged {what} to another host; not following")
         return items
 
     def _url(self, path: str, query: Mapping[str, str] | None = None) -> str:
@@ -502,7 +497,7 @@ class GitHubForge:
         try:
             return _Response(status, json.loads(raw) if raw.strip() else None, headers)
         except ValueError:
-            raise OperationError(
+            raise ForgeError(
                 f"GitHub at {self._shown_base} answered {what} with something that is not JSON "
                 "(is forge.baseUrl the API root, e.g. https://HOST/api/v3?)"
             ) from None
@@ -542,7 +537,7 @@ class GitHubForge:
             )
         if status >= 500:
             return _Retryable(OperationError(f"GitHub at {base} failed to {what} ({status}: {message})"))
-        return OperationError(f"GitHub at {base} failed to {what} ({status}: {message})")
+        return ForgeError(f"GitHub at {base} failed to {what} ({status}: {message})")
 
     def _not_found(self, what: str) -> ReconcilerError:
         """GitHub says 404 both for a missing repository and one the token cannot see; tell them apart
@@ -561,7 +556,7 @@ class GitHubForge:
         except (_Retryable, _Unprocessable, _Forbidden, _Rejected) as exc:
             return exc.error
         except _RateLimited as exc:
-            return OperationError(f"{exc.said}: {exc.message}")
+            return ForgeError(f"{exc.said}: {exc.message}")
         return UserError(f"GitHub at {base}: could not {what}: not found in {repo}")
 
 
@@ -589,7 +584,7 @@ class _RateLimited(Exception):
         self.said, self.message, self.wait, self.reset_at = said, message, wait, reset_at
         self.needed = wait or SECONDARY_WAIT
 
-    def final(self, max_wait: float) -> OperationError:
+    def final(self, max_wait: float) -> ForgeError:
         """The error once waiting would take longer than `max_wait` seconds in all."""
         if self.reset_at is not None:
             when = f"it resets at {time.strftime('%H:%M:%S UTC', time.gmtime(self.reset_at))}"
@@ -597,7 +592,7 @@ class _RateLimited(Exception):
             when = f"GitHub asks to wait {self.wait:.0f} s"
         else:
             when = f"GitHub names no time, and the next wait would be {self.needed:.0f} s"
-        return OperationError(
+        return ForgeError(
             f"{self.said}: {self.message}; {when}, beyond the {max_wait:.0f} s asg-reconciler waits "
             "for one call: the next run tries again"
         )
@@ -655,7 +650,7 @@ def _get(data: Any, *keys: str) -> Any:
 
 def _pull(data: Any) -> PullRequest:
     if not isinstance(data, dict) or "number" not in data:
-        raise OperationError("GitHub answered with something that is not a pull request")
+        raise ForgeError("GitHub answered with something that is not a pull request")
     merged = bool(data.get("merged") or data.get("merged_at"))
     return PullRequest(
         number=int(data["number"]),

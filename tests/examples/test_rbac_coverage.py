@@ -1,6 +1,6 @@
 """RBAC coverage, measured: the Kubernetes calls each stage makes, against the Roles each overlay grants it.
 
-The stages run end to end against the fake API server (reconciler/demo/kube_api.py), which records every
+The stages run end to end against the fake API server (reconciler/demo/kube_api/), which records every
 request: `plan` (it writes a scale-down proposal), `apply` (nothing approved yet), a person's `approve`
 (not a stage: not counted), `apply` again (drains and terminates the approved instance). What only the
 `run` loop does (the plan stage's watch-fed cache, leader election, Events, the status ConfigMap) is

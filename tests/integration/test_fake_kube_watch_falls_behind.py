@@ -15,7 +15,8 @@ from typing import Any
 
 import orjson
 
-from reconciler.demo.kube_api import FakeKubeAPI, _Watch, resource_for
+from reconciler.demo.kube_api import FakeKubeAPI, resource_for
+from reconciler.demo.kube_api.wire import _Watch
 from tests.support import k8s_objects as k
 
 

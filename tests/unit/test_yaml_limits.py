@@ -13,7 +13,8 @@ import pytest
 
 from reconciler.config.documents import MAX_DEPTH, decode_utf8, parse_yaml
 from reconciler.config.settings import load_config
-from reconciler.demo.kube_api import ApiError, _json_or_yaml
+from reconciler.demo.kube_api import ApiError
+from reconciler.demo.kube_api.wire import _json_or_yaml
 from reconciler.domain.errors import UserError
 from reconciler.gitops.manifest import manifest_problems, parse_manifest
 from reconciler.gitops.manifest_edit import ManifestEditor

@@ -39,13 +39,8 @@ from reconciler.planning.selectors import (
     untolerated_taint,
 )
 from reconciler.planning.simnode import ANY_IP, SimNode
-from reconciler.planning.topology import (
-    DO_NOT_SCHEDULE,
-    EMPTY_SELECTOR,
-    Topology,
-    with_label_keys,
-    zone_hint,
-)
+from reconciler.planning.topology import Topology
+from reconciler.planning.topology_counts import DO_NOT_SCHEDULE, EMPTY_SELECTOR, with_label_keys, zone_hint
 
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", NO_SCHEDULE)
 

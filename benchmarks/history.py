@@ -19,7 +19,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from reconciler.gitops.history import history_command
-from reconciler.gitops.records import NOTES_REF, ApplyRecord, GroupRecord, encode_note, history_entries
+from reconciler.gitops.record_reading import history_entries
+from reconciler.gitops.records import NOTES_REF, ApplyRecord, GroupRecord, encode_note
 from tests.support.git import CLUSTER, capacity_history, init_bare
 
 COMMITS = 10_000

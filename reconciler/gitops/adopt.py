@@ -25,7 +25,8 @@ from reconciler.domain.errors import UserError
 from reconciler.domain.model import NodeGroup
 from reconciler.gitops.manifest import parse_manifest
 from reconciler.gitops.manifest_edit import ManifestEditor
-from reconciler.gitops.records import ApplyRecord, GroupRecord, last_desired
+from reconciler.gitops.record_reading import last_desired
+from reconciler.gitops.records import ApplyRecord, GroupRecord
 from reconciler.gitops.trailers import SOURCE_EXTERNAL, CapacityMessage, Change, Reason, build_message
 from reconciler.planning.baseline import baseline
 from reconciler.planning.types import CommittedGroup

@@ -49,21 +49,14 @@ from reconciler.aws.reader import AwsReader
 from reconciler.config.settings import Config
 from reconciler.domain.errors import ReconcilerError, RefusedError, StopRequested, UserError
 from reconciler.gitops.forge.base import Forge
+from reconciler.gitops.history import NOTES_REF
 from reconciler.gitops.manifest import Manifest
 from reconciler.gitops.plan_edits import committed_groups
+from reconciler.gitops.record_reading import OBSERVATIONS_PER_COMMIT, what_is_new, worth_writing
 from reconciler.gitops.record_signing import Signer, load_signer, load_verifier
-from reconciler.gitops.records import (
-    NOTES_REF,
-    OBSERVATIONS_PER_COMMIT,
-    ApplyRecord,
-    GroupRecord,
-    TrustedRecords,
-    append_record,
-    read_trusted_records,
-    record_digest,
-    what_is_new,
-    worth_writing,
-)
+from reconciler.gitops.record_store import append_record, read_trusted_records
+from reconciler.gitops.record_trust import TrustedRecords
+from reconciler.gitops.records import ApplyRecord, GroupRecord, record_digest
 from reconciler.gitops.repo import REMOTE, WorkingCopy
 from reconciler.kube.client import api_client
 from reconciler.kube.control import SuspendedError, Switch

@@ -10,9 +10,9 @@ from __future__ import annotations
 from functools import partial
 
 from reconciler.config.settings import Config
-from reconciler.gitops.history import Entry, history_command
+from reconciler.gitops.history import NOTES_REF, Entry, history_command
+from reconciler.gitops.record_reading import history_entries
 from reconciler.gitops.record_signing import load_verifier
-from reconciler.gitops.records import NOTES_REF, history_entries
 from reconciler.runtime.capacity_repo import working_copy
 
 

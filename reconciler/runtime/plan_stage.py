@@ -31,7 +31,8 @@ from reconciler.gitops.forge import make_forge
 from reconciler.gitops.manifest import Manifest, parse_manifest
 from reconciler.gitops.plan_edits import committed_groups, listed_removals
 from reconciler.gitops.publish import Published, proposal_branch, publish
-from reconciler.gitops.records import Records, last_desired, last_scale_up, read_records
+from reconciler.gitops.record_reading import Records, last_desired, last_scale_up
+from reconciler.gitops.record_store import read_records
 from reconciler.gitops.repo import Update, WorkingCopy
 from reconciler.gitops.state import load_state
 from reconciler.planning.plan import make_plan

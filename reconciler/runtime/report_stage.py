@@ -21,9 +21,9 @@ from typing import TextIO
 from reconciler.config.settings import Config
 from reconciler.domain.errors import UserError
 from reconciler.gitops.fleet_history import build_fleet, read_fleet
-from reconciler.gitops.history import parse_since
+from reconciler.gitops.history import NOTES_REF, parse_since
+from reconciler.gitops.record_reading import history_entries
 from reconciler.gitops.record_signing import load_verifier
-from reconciler.gitops.records import NOTES_REF, history_entries
 from reconciler.runtime.capacity_repo import working_copy
 from reconciler.views.history_html import render_report
 

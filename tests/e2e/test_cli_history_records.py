@@ -11,7 +11,8 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from reconciler.gitops.record_signing import Signer
-from reconciler.gitops.records import ApplyRecord, GroupRecord, append_record
+from reconciler.gitops.record_store import append_record
+from reconciler.gitops.records import ApplyRecord, GroupRecord
 from reconciler.gitops.repo import Identity, WorkingCopy
 from tests.support.cli import run
 from tests.support.git import BOT, CLUSTER

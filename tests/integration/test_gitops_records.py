@@ -17,20 +17,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from reconciler.config.settings import GitConfig
 from reconciler.domain.errors import OperationError
 from reconciler.gitops.history import history_command
+from reconciler.gitops.record_reading import history_entries, last_scale_up
 from reconciler.gitops.record_signing import Signer, Verifier
-from reconciler.gitops.records import (
-    DEFAULT_APPLIER,
-    NOTES_REF,
-    ApplyRecord,
-    GroupRecord,
-    append_record,
-    history_entries,
-    last_applied,
-    last_scale_up,
-    read_records,
-    read_trusted_records,
-    record_digest,
-)
+from reconciler.gitops.record_store import append_record, last_applied, read_records, read_trusted_records
+from reconciler.gitops.records import DEFAULT_APPLIER, NOTES_REF, ApplyRecord, GroupRecord, record_digest
 from reconciler.gitops.repo import Identity, WorkingCopy
 from tests.support.git import ALICE, BOB, BOT, CLUSTER, GitServer, git
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from reconciler.gitops.fleet_history import build_fleet, read_fleet
 from reconciler.gitops.history import KIND_HOLD, KIND_OPEN, KIND_RELEASE, history_command
-from reconciler.gitops.records import NOTES_REF, ApplyRecord, GroupRecord, encode_note, history_entries
+from reconciler.gitops.record_reading import history_entries
+from reconciler.gitops.records import NOTES_REF, ApplyRecord, GroupRecord, encode_note
 from reconciler.gitops.trailers import CapacityMessage, Change, InstanceRemoval, Reason, build_message
 from tests.support.git import ALICE, BOB, BOT, git, init_bare
 

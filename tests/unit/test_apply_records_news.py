@@ -5,14 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from reconciler.gitops.records import (
-    OBSERVATIONS_PER_COMMIT,
-    ApplyRecord,
-    GroupRecord,
-    is_change,
-    what_is_new,
-    worth_writing,
-)
+from reconciler.gitops.record_reading import OBSERVATIONS_PER_COMMIT, is_change, what_is_new, worth_writing
+from reconciler.gitops.records import ApplyRecord, GroupRecord
 
 C1, C2 = "1" * 40, "2" * 40
 T = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)

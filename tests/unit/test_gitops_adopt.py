@@ -20,7 +20,8 @@ from reconciler.gitops.adopt import (
 )
 from reconciler.gitops.manifest import parse_manifest
 from reconciler.gitops.plan_edits import committed_groups
-from reconciler.gitops.records import ApplyRecord, GroupRecord, Records
+from reconciler.gitops.record_reading import Records
+from reconciler.gitops.records import ApplyRecord, GroupRecord
 from reconciler.gitops.trailers import SOURCE_EXTERNAL, Change, parse_message
 from reconciler.planning.baseline import baseline
 from reconciler.planning.types import CommittedGroup

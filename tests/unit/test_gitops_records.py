@@ -11,17 +11,14 @@ import pytest
 from reconciler.domain.errors import OperationError
 from reconciler.gitops import history
 from reconciler.gitops.history import LogRecord, build_entries
+from reconciler.gitops.record_reading import Records, history_entries, last_scale_up, newest_complete
 from reconciler.gitops.records import (
     NOTES_REF,
     ApplyRecord,
     GroupRecord,
-    Records,
     decode_note,
     encode_note,
-    history_entries,
-    last_scale_up,
     merge_note,
-    newest_complete,
     record_message,
 )
 

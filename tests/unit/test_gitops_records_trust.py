@@ -18,20 +18,19 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from reconciler.gitops.history import LogRecord
+from reconciler.gitops.record_reading import history_entries
 from reconciler.gitops.record_signing import Signer, Verifier
+from reconciler.gitops.record_trust import TrustedRecords, trust_records
 from reconciler.gitops.records import (
     ApplyRecord,
     GroupRecord,
-    TrustedRecords,
     canonical_payload,
     decode_note,
     encode_note,
-    history_entries,
     merge_note,
     record_digest,
     record_message,
     signed_object,
-    trust_records,
 )
 
 C1, C2, C3, C4 = ("1" * 40), ("2" * 40), ("3" * 40), ("4" * 40)

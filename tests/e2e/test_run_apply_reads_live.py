@@ -16,7 +16,8 @@ from reconciler.demo.kube_api import DROP
 from reconciler.domain.errors import OperationError
 from reconciler.kube.cache import ClusterCache
 from reconciler.kube.live import NOT_TERMINAL
-from reconciler.runtime.run_loop import APPLY, PLAN, Runner
+from reconciler.runtime.run_loop import Runner
+from reconciler.runtime.stage_loop import APPLY, PLAN
 from tests.support.apply_world import World, approved, pod, untouched
 
 

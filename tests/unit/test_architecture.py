@@ -1,14 +1,17 @@
 """The house rules of DESIGN §4 that import-linter cannot state: no import cycles (lazy imports
-inside functions included; imports only for type checking aside) and no loose modules at the top
-of reconciler/."""
+inside functions included; imports only for type checking aside), no loose modules at the top of
+reconciler/, no module past 800 lines, and no backoff schedule written by hand outside
+reconciler/domain/backoff.py."""
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import grimp
 
 PACKAGE = Path(__file__).resolve().parents[2] / "reconciler"
+MAX_LINES = 800
 
 
 def _cycles(graph: grimp.ImportGraph) -> list[list[str]]:
@@ -72,3 +75,34 @@ def test_the_cycle_finder_finds_one() -> None:
 def test_no_loose_modules_at_the_top() -> None:
     loose = sorted(p.name for p in PACKAGE.glob("*.py") if p.name not in ("__init__.py", "__main__.py"))
     assert loose == []
+
+
+def test_no_module_past_the_limit() -> None:
+    long = {
+        str(p.relative_to(PACKAGE)): n
+        for p in PACKAGE.rglob("*.py")
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
+    assert long == {}
+
+
+def _doubling(node: ast.AST) -> bool:
+    """`2 ** n`, `2.0 ** n` or `x * 2 ** n` with n not a constant: a schedule written by hand."""
+    return (
+        isinstance(node, ast.BinOp)
+        and isinstance(node.op, ast.Pow)
+        and isinstance(node.left, ast.Constant)
+        and node.left.value in (2, 2.0)
+        and not isinstance(node.right, ast.Constant)
+    )
+
+
+def test_no_backoff_schedule_by_hand() -> None:
+    found = [
+        f"{path.relative_to(PACKAGE)}:{node.lineno}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path != PACKAGE / "domain" / "backoff.py"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if _doubling(node)
+    ]
+    assert found == []

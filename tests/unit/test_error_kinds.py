@@ -9,7 +9,7 @@ from reconciler.aws.errors import AwsError, AwsUncertainError
 from reconciler.domain.errors import OperationError, RefusedError, UncertainError, UserError
 from reconciler.gitops.errors import ForgeError, GitError
 from reconciler.kube.errors import KubernetesError
-from reconciler.runtime.run_loop import error_kind
+from reconciler.runtime.stage_loop import error_kind
 from reconciler.telemetry.metrics import ERROR_KINDS
 
 

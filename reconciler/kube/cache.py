@@ -48,14 +48,14 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from reconciler.domain.backoff import EQUAL_JITTER, Backoff
-from reconciler.domain.errors import ReconcilerError
 from reconciler.domain.model import ClusterState, Pod
 from reconciler.kube.autoscaler import DEFAULT_LEASE, DEFAULT_STATUS_CONFIGMAP, detect_autoscaler
 from reconciler.kube.errors import KubernetesError
 from reconciler.kube.live import NAMESPACES_FORBIDDEN, REQUIRED_KINDS, ListForbidden, LiveReader
 from reconciler.kube.parse import TERMINAL_PHASES, ObjectReader, Raw
-from reconciler.kube.retry import no_answer, transient
+from reconciler.kube.retry import transient
 from reconciler.kube.schema import item_decoder
+from reconciler.kube.watch_stream import describe, lines, shut
 
 _log = logging.getLogger(__name__)
 
@@ -302,7 +302,7 @@ class Reflector:
         with self._lock:
             response = self._response
         if response is not None:
-            _shut(response)
+            shut(response)
 
     def join(self, timeout: float) -> None:
         thread = self._thread
@@ -359,7 +359,7 @@ class Reflector:
     def _failed(self, exc: Exception) -> None:
         self._failures += 1
         delay = self._backoff.delay(self._failures - 1)
-        kind, why = _describe(exc, self.reader.api.configuration.host)
+        kind, why = describe(exc, self.reader.api.configuration.host, (_Failed,))
         self._broken(why)
         if kind not in self._trouble:  # each kind of failure said once per outage, not per retry
             self._trouble.add(kind)
@@ -465,7 +465,7 @@ class Reflector:
             # the server took the watch: the picture is kept current again (what failed before is
             # said to work once the watch delivers or lasts)
             self.broken_since, self.problem = None, ""
-            for line in _lines(response):
+            for line in lines(response):
                 if not events:
                     self._working()
                 events += 1
@@ -716,38 +716,3 @@ def _relists(exc: Exception) -> bool:
     if isinstance(exc, ApiException | urllib3.exceptions.HTTPError):
         return not transient(exc)
     return True
-
-
-def _lines(response: Any) -> Iterator[bytes]:
-    """The stream's newline-delimited JSON, a line at a time (kubernetes.watch's protocol)."""
-    buffer = b""
-    for chunk in response.stream(amt=None, decode_content=False):
-        buffer += chunk
-        *lines, buffer = buffer.split(b"\n")
-        for line in lines:
-            if line.strip():
-                yield line
-    if buffer.strip():
-        yield buffer
-
-
-def _shut(response: Any) -> None:
-    """Stop a read in progress on another thread: shut the socket down under it."""
-    try:
-        response.shutdown()
-    except Exception:  # already closed, or a response without a socket
-        _log.debug("cluster cache: shutting a stream down failed", exc_info=True)
-
-
-def _describe(exc: Exception, host: str) -> tuple[str, str]:
-    """(kind, message) of a failure; the kind decides when a new warning is worth logging."""
-    if isinstance(exc, ApiException):
-        return f"HTTP {exc.status}", f"HTTP {exc.status} {exc.reason or 'error'}"
-    if isinstance(exc, urllib3.exceptions.HTTPError):
-        kind, why = no_answer(exc)
-        return kind, f"{'cannot reach' if kind == 'refused' else 'no answer from'} {host}: {why}"
-    if isinstance(exc, _Failed | ReconcilerError):  # a list that failed, an object we cannot read
-        return "failed", str(exc)
-    if isinstance(exc, msgspec.DecodeError):
-        return "unreadable", f"unreadable reply: {exc}"
-    return "bug", f"unexpected error: {exc!r}"

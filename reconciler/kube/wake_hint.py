@@ -18,16 +18,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import orjson
-import urllib3
 from kubernetes import client as k8s
-from kubernetes.client.exceptions import ApiException
 
 from reconciler.domain.backoff import EQUAL_JITTER, Backoff
-from reconciler.kube.retry import no_answer
+from reconciler.kube.watch_stream import describe, lines
 
 _log = logging.getLogger(__name__)
 
@@ -132,7 +130,7 @@ class KeyWatch:
         try:
             if self._stop.is_set():
                 return
-            for line in _lines(response):
+            for line in lines(response):
                 self._event(line)
                 self._working()
                 if self._stop.is_set():
@@ -165,7 +163,7 @@ class KeyWatch:
         self.restarts += 1
         self._failures += 1
         delay = self._backoff.delay(self._failures - 1)
-        kind, why = _describe(exc, self.host)
+        kind, why = describe(exc, self.host, (_Failed,))
         if kind != self._trouble:
             self._trouble = kind
             _log.warning(
@@ -181,27 +179,3 @@ class KeyWatch:
         if self._trouble is not None:
             self._trouble = None
             _log.info("hint watch (%s): watching again", self.where)
-
-
-def _lines(response: Any) -> Iterator[bytes]:
-    """The stream's newline-delimited JSON, a line at a time."""
-    buffer = b""
-    for chunk in response.stream(amt=None, decode_content=False):
-        buffer += chunk
-        *lines, buffer = buffer.split(b"\n")
-        for line in lines:
-            if line.strip():
-                yield line
-    if buffer.strip():
-        yield buffer
-
-
-def _describe(exc: Exception, host: str) -> tuple[str, str]:
-    if isinstance(exc, ApiException):
-        return f"HTTP {exc.status}", f"HTTP {exc.status} {exc.reason or 'error'}"
-    if isinstance(exc, urllib3.exceptions.HTTPError):
-        kind, why = no_answer(exc)
-        return kind, f"{'cannot reach' if kind == 'refused' else 'no answer from'} {host}: {why}"
-    if isinstance(exc, _Failed):
-        return "failed", str(exc)
-    return "bug", f"unexpected error: {exc!r}"

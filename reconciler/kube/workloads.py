@@ -189,9 +189,26 @@ def _files(paths: Sequence[Path]) -> list[Path]:
     return files
 
 
+# A workload file is read whole before it is parsed: bound it so a wrong path (a device, a FIFO, a
+# multi-GB dump) is one line, not a hung or swapping `what-if`. The API server takes at most 3 MiB per
+# object; 32 MiB is room for hundreds of objects in one file.
+MAX_FILE_BYTES = 32 * 1024 * 1024
+
+
 def _read_text(path: Path) -> str:
     try:
-        return path.read_text(encoding="utf-8")
+        if not path.is_file():
+            if not path.exists():
+                raise FileNotFoundError(path)
+            raise UserError(f"{path}: not a regular file (pass Kubernetes YAML or JSON manifests)")
+        with path.open("rb") as handle:
+            data = handle.read(MAX_FILE_BYTES + 1)
+        if len(data) > MAX_FILE_BYTES:
+            raise UserError(
+                f"{path}: larger than {MAX_FILE_BYTES // 2**20} MiB; pass the workload manifests you are "
+                "changing, not a dump of the cluster (what-if reads the cluster itself)"
+            )
+        return data.decode("utf-8")
     except FileNotFoundError:
         raise UserError(f"{path}: file not found (pass Kubernetes YAML or JSON manifests)") from None
     except UnicodeDecodeError:

@@ -63,3 +63,17 @@ def test_line_numbers_are_the_files(tmp_path: Path) -> None:
     path, start = bundle(tmp_path, DEPLOYMENT.format(replicas="[1, 2"))
     with pytest.raises(UserError, match=rf"bundle.yaml:{start + 5}: not valid YAML"):
         read_workloads([path])
+
+
+def test_a_file_past_the_bound_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wrong path (a dump of the cluster, a device) is refused before it is parsed or held whole."""
+    monkeypatch.setattr(workloads, "MAX_FILE_BYTES", 1024)
+    big = tmp_path / "dump.yaml"
+    big.write_text("# padding\n" * 200)
+    with pytest.raises(UserError, match=r"dump.yaml: larger than .* MiB; pass the workload manifests"):
+        read_workloads([big])
+
+
+def test_a_fifo_or_device_is_not_read(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="not a regular file"):
+        read_workloads([Path("/dev/zero")])

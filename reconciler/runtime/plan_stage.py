@@ -177,6 +177,12 @@ def _plan_once(
     )
     inventory = changed(observe(config, snapshot, now, reader, cluster=cluster))
     searched = looked.check(inventory) if looked is not None else ""  # one-shot: stops here, nothing written
+    # `run`: a discovery that found nothing saw nothing; it decides nothing either. Planned as a dry
+    # run, so an open proposal (a person's commits on it too), the state branch's timers and main
+    # stay as they are until the groups are found again (a wrong region, an ASG untagged for a
+    # moment, an empty answer): nothing there is "no longer wanted", it was not looked at.
+    blind = bool(searched)
+    dry_run = dry_run or blind
     if not dry_run:
         guard()
     adopted_text, adopted = adopt_drift(copy, config, inventory, records, text, dry_run=dry_run)
@@ -192,6 +198,9 @@ def _plan_once(
         searched=searched,
     )
     inputs, plan = checked_plan(inputs, reader)
+    if blind:
+        notes = ("nothing written: no node group found, so nothing was decided (see the warning)",)
+        return PlanRun(plan, notes=notes, inventory=inputs.inventory)
     if dry_run:
         return PlanRun(plan, notes=adopted, inventory=inputs.inventory)
 

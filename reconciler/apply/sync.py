@@ -15,6 +15,7 @@ written, the new holder resumes or gives back what it finds.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import timedelta
 
 from reconciler.apply.effects import Effects
 from reconciler.apply.inputs import ApplyInputs
@@ -34,6 +35,9 @@ from reconciler.planning.baseline import GONE, Baseline, baseline
 from reconciler.planning.types import CommittedGroup
 
 AZ_REBALANCE = "AZRebalance"
+
+# How far ahead of apply's clock an approving commit's date may be (machines' clocks differ a little).
+CLOCK_SKEW = timedelta(minutes=10)
 
 
 def apply(inputs: ApplyInputs, effects: Effects) -> ApplyReport:
@@ -306,6 +310,13 @@ def _gate(
         return None
     ttl = inputs.config.scale_down.proposal_ttl
     age = inputs.now - inputs.commit_time(origin.commit)
+    if age < -CLOCK_SKEW:  # whoever makes the commit picks its date: one ahead would never age
+        run.refuse(
+            f"{instance}: approved in {origin.commit[:12]}, a commit dated {format_duration(-age)} in the "
+            "future (a forged date or a clock far off), so its age cannot be judged against "
+            f"scaleDown.proposalTTL; approve it again in a commit with a true date"
+        )
+        return None
     if age > ttl:
         run.refuse(
             f"{instance}: approved {format_duration(age)} ago in {origin.commit[:12]}, older than "

@@ -21,13 +21,26 @@ GITHUB_BODY_LIMIT = 65_536  # characters GitHub accepts in a comment or pull-req
 BODY_BUDGET = 60_000  # what we write at most
 PIECE_LIMIT = 2_000  # characters of one untrusted piece (a 100 KB error message is not a line)
 
+# Explicit bidirectional controls (LRE, RLE, PDF, LRO, RLO, LRI, RLI, FSI, PDI, LRM, RLM, ALM): one
+# in a ref, a commit or a name would reorder the text after it (a branch `x/<RLO>DEVORPPA` reads as
+# "APPROVED"), so every untrusted piece shows each as a visible \uXXXX; right-to-left letters stay.
+BIDI = re.compile("[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
 _MENTION = re.compile(r"(?<![\w.])@")
 _ESCAPED = re.compile(r"([\\`*_\[\]|~])")
 _TICKS = re.compile(r"`+")
 
 
+def show_bidi(text: str) -> str:
+    """`text` with its bidirectional controls made visible (\u202e), so it cannot reorder a line."""
+    if BIDI.search(text):  # rare: a search is cheaper than a substitution on every piece
+        return BIDI.sub(lambda m: f"\\u{ord(m[0]):04x}", text)
+    return text
+
+
 def clip(text: str, limit: int = PIECE_LIMIT) -> str:
-    """At most `limit` characters, saying how many were cut."""
+    """At most `limit` characters, saying how many were cut; bidirectional controls made visible
+    (every untrusted piece passes here: inline, code spans, fenced lines)."""
+    text = show_bidi(text)
     if len(text) <= limit:
         return text
     return f"{text[:limit]}... ({len(text) - limit} characters more)"

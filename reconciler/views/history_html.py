@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
+from reconciler.domain.markdown import show_bidi
 from reconciler.gitops.fleet_history import (
     ADOPTED,
     CANCELLED,
@@ -36,11 +37,6 @@ from reconciler.gitops.history import KIND_APPLY, KIND_HOLD, KIND_OPEN, KIND_REL
 
 Progress = Callable[[int, int], None]  # (node groups rendered, of how many)
 
-# explicit bidirectional controls (LRE, RLE, PDF, LRO, RLO, LRI, RLI, FSI, PDI, LRM, RLM, ALM): one in
-# a name from Git would reorder the text after it (a nav line, a caption, a tooltip), so the page
-# shows each as a visible escape; right-to-left letters themselves are kept
-_BIDI = re.compile("[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
-
 
 _LONG_WORD = re.compile(r"\S{60}")  # a word this long (a name from Git) may break anywhere in its row
 
@@ -55,10 +51,9 @@ def _long_attr(*texts: str) -> str:
 
 
 def escape(text: str) -> str:
-    """HTML-escaped, in text and in attributes, with bidirectional controls made visible."""
-    if _BIDI.search(text):  # rare: a search is cheaper than a translate on every one of 10,000s of texts
-        text = _BIDI.sub(lambda m: f"\\u{ord(m[0]):04x}", text)
-    return html.escape(text)
+    """HTML-escaped, in text and in attributes, with bidirectional controls made visible (a name from
+    Git would reorder a nav line, a caption, a tooltip)."""
+    return html.escape(show_bidi(text))
 
 
 # the chart's geometry, in SVG units (it scales to the page's width)

@@ -218,7 +218,9 @@ class Stage:
         if at < self.next_poll:
             self.next_poll = at
             self._woken_for = commit
-        self._hint_ready = at + _HINT_PACE
+            # the pace counts only hints that brought an ls-remote forward: a flood of forged
+            # values moves it one second per ls-remote, never pushes it ahead of the genuine hint
+            self._hint_ready = at + _HINT_PACE
 
     def _main_moved(self) -> bool:
         """`git ls-remote`: has git.branch moved since the last apply? A failing remote is logged

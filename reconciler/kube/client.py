@@ -176,10 +176,10 @@ def _plugin_failures() -> Iterator[list[str]]:
             root.removeHandler(guard)
 
 
-_SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 
-def run_namespace(config: Config, service_account: str = _SERVICE_ACCOUNT_NAMESPACE) -> str:
+def run_namespace(config: Config, service_account: str = SERVICE_ACCOUNT_NAMESPACE) -> str:
     """`run.namespace`, else the namespace of the pod we run in, else kube-system."""
     if config.run.namespace:
         return config.run.namespace

@@ -30,6 +30,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -38,8 +39,8 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from reconciler.config.settings import Config
-from reconciler.domain.errors import RefusedError
-from reconciler.kube.client import run_namespace
+from reconciler.domain.errors import RefusedError, UserError
+from reconciler.kube.client import SERVICE_ACCOUNT_NAMESPACE, run_namespace
 from reconciler.kube.live import api_error, unreachable
 from reconciler.kube.retry import with_retries
 
@@ -425,16 +426,54 @@ class ControlMap:
             raise unreachable(self.api, exc) from None
 
 
+def switch_namespace(
+    config: Config, api: k8s.ApiClient, service_account: str = SERVICE_ACCOUNT_NAMESPACE
+) -> tuple[str, str]:
+    """Where `suspend` and `resume` write, and a note on how it was found. `run.namespace`, else the
+    pod's own; outside a pod with neither, the namespace of the apply stage's leader Lease
+    (`asg-reconciler-apply-leader-<cluster>`): a deployed apply reads the switch in its own
+    namespace, and a guess of kube-system would stop nothing there. None found: kube-system, where a
+    one-shot apply outside a pod reads it; several: refused (run.namespace says which)."""
+    if config.run.namespace or Path(service_account).exists():
+        return run_namespace(config, service_account), ""
+    name = f"asg-reconciler-apply-leader-{config.cluster}"
+    try:
+        leases = k8s.CoordinationV1Api(api).list_lease_for_all_namespaces(
+            field_selector=f"metadata.name={name}", _request_timeout=10
+        )
+    except (ApiException, urllib3.exceptions.HTTPError):
+        return "kube-system", (
+            "; warning: run.namespace is not set and apply's leader Lease could not be looked for, so "
+            "kube-system was written: set run.namespace to the namespace apply runs in"
+        )
+    places = sorted({str(lease.metadata.namespace) for lease in leases.items if lease.metadata})
+    if len(places) > 1:
+        raise UserError(
+            f"run.namespace: not set, and apply runs in several namespaces ({', '.join(places)}); "
+            "set run.namespace to the one whose apply you mean"
+        )
+    if places:
+        return places[0], f"; the namespace of apply's leader Lease {name} (set run.namespace to say so)"
+    return "kube-system", ""
+
+
 class Switch:
-    """The kill switch as apply finds it now: `apply.suspend` in its config and the ConfigMap."""
+    """The kill switch as apply finds it now: `apply.suspend` in its config and the ConfigMap. With
+    `run.namespace` unset, an apply in a pod reads its own namespace AND kube-system (fail safe): a
+    person who pulls the switch from outside a pod with the same config writes kube-system, and
+    must stop this apply too."""
 
     def __init__(self, config: Config, api: k8s.ApiClient) -> None:
         self.config = config
-        self.map = ControlMap(api, run_namespace(config))
+        own = run_namespace(config)
+        places = [own] if config.run.namespace or own == "kube-system" else [own, "kube-system"]
+        self.maps = [ControlMap(api, namespace) for namespace in places]
 
     def read(self) -> Control:
-        own = suspended_by_config(self.config.apply.suspend, self.config.source or "the config")
-        return merged(own, self.map.read())
+        found = suspended_by_config(self.config.apply.suspend, self.config.source or "the config")
+        for switch in self.maps:
+            found = merged(found, switch.read())
+        return found
 
 
 def suspended_by_config(flag: bool, source: str) -> Control:

@@ -14,8 +14,8 @@ from reconciler.aws.clients import aws_clients, aws_errors
 from reconciler.aws.discovery import discover_asgs
 from reconciler.config.settings import Config
 from reconciler.domain.errors import ReconcilerError, UserError
-from reconciler.kube.client import api_client, run_namespace
-from reconciler.kube.control import Control, ControlMap
+from reconciler.kube.client import api_client
+from reconciler.kube.control import Control, ControlMap, switch_namespace
 
 
 def _caller() -> str:
@@ -62,7 +62,10 @@ def _check_group(config: Config, group: str) -> str:
 
 def switch_once(config: Config, *, suspend: bool, group: str | None, reason: str, force: bool = False) -> str:
     warning = _check_group(config, group) if suspend and group is not None and not force else ""
-    switch = ControlMap(api_client(config.kubernetes), run_namespace(config))
+    api = api_client(config.kubernetes)
+    namespace, found = switch_namespace(config, api)
+    warning += found
+    switch = ControlMap(api, namespace)
     what = f"node group {group} of {config.cluster}" if group else f"apply for {config.cluster}"
     if suspend:
         key = switch.suspend(group, reason, _caller())
@@ -75,7 +78,7 @@ def switch_once(config: Config, *, suspend: bool, group: str | None, reason: str
     still = switch.read()
     left = _still_suspended(still, config, group)
     keys = f", removed {', '.join(removed)}" if removed else ", it was not suspended there"
-    return f"resumed {what} ({switch.where}{keys}){left}"
+    return f"resumed {what} ({switch.where}{keys}){left}{found}"
 
 
 def _still_suspended(control: Control, config: Config, group: str | None) -> str:

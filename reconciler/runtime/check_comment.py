@@ -72,7 +72,8 @@ def _replace_with_failed(
     else:  # a bug: its message may hold anything, so only its kind; the traceback is in the log
         why = f"an unexpected error ({type(exc).__name__}) stopped the check"
     try:
-        comment_on(config, number, render_failed_markdown(marker, ref, why, interrupted=interrupted), forge)
+        failed = render_failed_markdown(marker, ref, why, interrupted=interrupted)
+        comment_on(config, number, failed, forge, every=True)
     except ReconcilerError as again:
         note = (
             f'; the comment on pull request #{number} could not be replaced with "failed" either '
@@ -90,7 +91,7 @@ def _fall_back(
     "failed" one replaces it, so the earlier verdict does not stand. One line for stderr."""
     why = f"its verdict (exit {code}) could not be posted here ({refused}); the CI job's log has it in full"
     try:
-        comment_on(config, number, render_failed_markdown(marker, ref, why), forge)
+        comment_on(config, number, render_failed_markdown(marker, ref, why), forge, every=True)
     except ReconcilerError as again:
         return (
             f"error: could not post the verdict on pull request #{number} ({refused}), nor replace "
@@ -109,15 +110,22 @@ def _same_kind(exc: ReconcilerError, message: str) -> ReconcilerError:
 
 
 def comment_on(
-    config: Config, pull_request: int, body: str, forge: Forge | None = None, marker: str | None = None
+    config: Config,
+    pull_request: int,
+    body: str,
+    forge: Forge | None = None,
+    marker: str | None = None,
+    *,
+    every: bool = False,
 ) -> str:
     """Create or update one comment on the pull request (check's, or with `marker` another's, e.g.
     what-if's); one line saying which. A comment of ours with check's marker of earlier versions (one
     for every cluster) is taken over by check's, never by another's."""
     forge = forge or make_forge(config.forge, git_url=config.git.url)
     if marker is not None:
-        return forge.upsert_comment(pull_request, marker, body)
-    return forge.upsert_comment(pull_request, comment_marker(config.cluster), body, legacy=(LEGACY_MARKER,))
+        return forge.upsert_comment(pull_request, marker, body, every=every)
+    marker = comment_marker(config.cluster)
+    return forge.upsert_comment(pull_request, marker, body, legacy=(LEGACY_MARKER,), every=every)
 
 
 def forge_for_comments(config: Config) -> Forge:

@@ -60,7 +60,9 @@ class NoForge:
     def comment(self, pr: PullRequest, body: str) -> None:
         return None  # no conversation to write to; the reason is in the plan output and git log
 
-    def upsert_comment(self, number: int, marker: str, body: str, *, legacy: tuple[str, ...] = ()) -> str:
+    def upsert_comment(
+        self, number: int, marker: str, body: str, *, legacy: tuple[str, ...] = (), every: bool = False
+    ) -> str:
         raise UserError(
             f"forge.type: none keeps no pull requests, so nothing can be written on #{number}; "
             "set forge.type github (with forge.repo), or drop --comment and print the result"

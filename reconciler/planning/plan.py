@@ -13,8 +13,8 @@ Order of work, each step on one shared simulation (a NodePool of real and upcomi
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Set
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence, Set
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from reconciler.config.settings import Config
@@ -29,8 +29,8 @@ from reconciler.planning.drainability import stays_on_node
 from reconciler.planning.existing import existing_node
 from reconciler.planning.placement import NodePool
 from reconciler.planning.predicates import PredicateContext, pvc_zones, unmodelled
-from reconciler.planning.scale_down import plan_scale_down
-from reconciler.planning.scale_up import Candidate, Limits, counted, plan_scale_up
+from reconciler.planning.scale_down import ScaleDownResult, plan_scale_down
+from reconciler.planning.scale_up import Candidate, Limits, ScaleUpResult, counted, plan_scale_up
 from reconciler.planning.simnode import SimNode
 from reconciler.planning.topology import Topology
 from reconciler.planning.types import (
@@ -45,7 +45,6 @@ from reconciler.planning.types import (
     PlannerMemory,
     PodOutcome,
     Removal,
-    UnremovableNode,
 )
 
 _LAUNCHING = frozenset({"Pending", "Pending:Wait", "Pending:Proceed", "InService"})
@@ -68,23 +67,64 @@ class _Group:
         return self.inventory.name
 
 
+@dataclass
+class _Work:
+    """What the steps of one plan share: the simulated pool and its topology counts, the groups'
+    working notes, each pending pod's outcome so far, the placements later steps may not strand."""
+
+    inputs: PlanInputs
+    topology: Topology
+    pool: NodePool
+    not_ready: set[str]
+    groups: list[_Group]
+    bases: dict[str, SimNode | None] = field(default_factory=dict)
+    backoffs: dict[str, Backoff] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    outcomes: dict[str, PodOutcome] = field(default_factory=dict)
+    booked: list[tuple[Pod, str]] = field(default_factory=list)
+    waiting: list[Pod] = field(default_factory=list)
+    approved_nodes: dict[str, str] = field(default_factory=dict)
+    candidates: list[Candidate] = field(default_factory=list)  # scale-up's, reused for headroom
+    limits: Limits | None = None  # cluster-wide resource limits, as scale-up found them
+
+    def group_of(self, node: str) -> str | None:
+        return _group_of(node, self.inputs.inventory.group_of_node, self.pool)
+
+
 def make_plan(inputs: PlanInputs) -> Plan:
-    inventory, config, now = inputs.inventory, inputs.config, inputs.now
+    """The plan, step by step, each on the pool as the steps before it left it (docs/planning.md)."""
+    work = _start(inputs)
+    _upcoming_capacity(work)
+    _place_pending(work)
+    _settle_approved_removals(work)
+    up = _scale_up(work)
+    wanted, kept_room, grown = _headroom(work, up)
+    down = _scale_down(work, wanted, grown)
+    return _assemble(work, up, wanted, kept_room, down)
+
+
+def _start(inputs: PlanInputs) -> _Work:
+    """The pool of existing nodes (what runs on each, as the scheduler would count it) and each
+    group's baseline: the manifest's desired against what AWS has (DESIGN §3.1)."""
+    inventory, config = inputs.inventory, inputs.config
     topology = Topology(inventory.state.namespaces)
     ctx = PredicateContext(pvc_zones(inventory.state), topology)
     cutoff = config.scale_up.expendable_priority_cutoff
     pool = NodePool([existing_node(n, inventory, cutoff) for n in inventory.state.nodes], ctx)
     not_ready = {n.name for n in inventory.state.nodes if not n.ready}
     groups = [_Group(g, baseline(g.group, inputs.committed.get(g.name))) for g in inventory.groups]
-    backoffs: dict[str, Backoff] = {}
-    warnings: list[str] = []
+    return _Work(inputs, topology, pool, not_ready, groups)
 
-    # 1-2. backoffs and upcoming capacity
-    daemonsets = inventory.state.daemonsets
-    bases: dict[str, SimNode | None] = {}
-    for g in groups:
+
+def _upcoming_capacity(work: _Work) -> None:
+    """Steps 1-2: each group's backoff (instances that never came up), and the capacity already on
+    its way (launching instances, increases not yet applied) added to the pool as template nodes,
+    so pending pods that will fit there do not ask for more."""
+    inputs, now, config = work.inputs, work.inputs.now, work.inputs.config
+    daemonsets = inputs.inventory.state.daemonsets
+    for g in work.groups:
         template = g.inventory.template
-        bases[g.name] = (
+        work.bases[g.name] = (
             None
             if template is None
             else SimNode.from_template(
@@ -96,113 +136,147 @@ def make_plan(inputs: PlanInputs) -> Plan:
         g.upcoming = len(young) - len(g.stale) + g.base.unapplied_increase
         g.backoff = _backoff(g, inputs.memory.backoffs.get(g.name), now, config)
         if g.backoff is not None:
-            backoffs[g.name] = g.backoff
-        base = bases[g.name]
+            work.backoffs[g.name] = g.backoff
+        base = work.bases[g.name]
         if base is not None:
             for index in range(g.upcoming):
-                pool.add_node(base.copy(f"{g.name}-upcoming-{index + 1}"))
+                work.pool.add_node(base.copy(f"{g.name}-upcoming-{index + 1}"))
 
-    # 3. pending pods onto existing and upcoming capacity (approved removals' nodes left aside); the
-    # zones of groups that may grow count as spread domains from here to scale-up
-    topology.set_extras(
+
+def _place_pending(work: _Work) -> None:
+    """Step 3: pending pods onto existing and upcoming capacity (approved removals' nodes left
+    aside); the zones of groups that may grow count as spread domains from here to scale-up."""
+    work.topology.set_extras(
         base
-        for g in groups
-        if (base := bases[g.name]) is not None
+        for g in work.groups
+        if (base := work.bases[g.name]) is not None
         and not g.base.held
         and g.backoff is None
         and g.base.capacity < g.inventory.group.max_size
     )
-    outcomes: dict[str, PodOutcome] = {}
-    pending = _pending_pods(inputs, outcomes, topology, warnings)
-    approved_nodes = _approved_nodes(groups)
-    placement = pool.place(pending, exclude=set(approved_nodes) | not_ready)
-    booked = list(placement.placed)  # what later steps may not strand (spread, affinity)
+    pending = _pending_pods(work.inputs, work.outcomes, work.topology, work.warnings)
+    work.approved_nodes = _approved_nodes(work.groups)
+    placement = work.pool.place(pending, exclude=set(work.approved_nodes) | work.not_ready)
+    work.booked = list(placement.placed)  # what later steps may not strand (spread, affinity)
     for pod, node in placement.placed:
-        sim = pool.get(node)
+        sim = work.pool.get(node)
         where = "upcoming capacity" if sim is not None and sim.is_new else "existing capacity"
-        outcomes[pod.key] = PodOutcome(
-            pod.key, _group_of(node, inventory.group_of_node, pool), f"fits {where}"
-        )
-    waiting = list(placement.unplaced)
+        work.outcomes[pod.key] = PodOutcome(pod.key, work.group_of(node), f"fits {where}")
+    work.waiting = list(placement.unplaced)
 
-    # 4. approved removals: cancel where waiting pods need the node, keep where its pods can move
+
+def _settle_approved_removals(work: _Work) -> None:
+    """Step 4: approved removals are cancelled where waiting pods need their node, and kept where
+    every pod on the node can move (and nothing booked is stranded by it)."""
+    pool, approved_nodes, now = work.pool, work.approved_nodes, work.inputs.now
     cancelled: set[str] = set()
-    if waiting and approved_nodes:
-        rescue = pool.place(waiting, exclude=not_ready)
-        booked.extend(rescue.placed)
+    if work.waiting and approved_nodes:
+        rescue = pool.place(work.waiting, exclude=work.not_ready)
+        work.booked.extend(rescue.placed)
         for pod, node in rescue.placed:
             if node in approved_nodes:
                 cancelled.add(node)
-            outcomes[pod.key] = PodOutcome(
-                pod.key,
-                _group_of(node, inventory.group_of_node, pool),
-                "fits capacity kept by cancelling a removal",
+            work.outcomes[pod.key] = PodOutcome(
+                pod.key, work.group_of(node), "fits capacity kept by cancelling a removal"
             )
-        waiting = list(rescue.unplaced)
+        work.waiting = list(rescue.unplaced)
     for node_name in sorted(set(approved_nodes) - cancelled):
         sim = pool.get(node_name)
         movable = [p for p in sim.pods if not stays_on_node(p, now)] if sim else []
         moved = pool.place(movable, exclude=set(approved_nodes) - cancelled, atomic=True, vacating=node_name)
-        if moved.complete and pool.first_broken([*booked, *moved.placed]) is None:
+        if moved.complete and pool.first_broken([*work.booked, *moved.placed]) is None:
             pool.retire(node_name)
-            booked.extend(moved.placed)
+            work.booked.extend(moved.placed)
         else:
             pool.undo(moved)
             cancelled.add(node_name)
-    for g in groups:
+    for g in work.groups:
         g.cancelled = tuple(
             i for n, i in approved_nodes.items() if n in cancelled and i in g.base.approved_present
         )
         g.kept = tuple(i for i in g.base.approved_present if i not in g.cancelled)
 
-    # 5. scale-up
-    candidates = [_candidate(g, bases[g.name], config.scale_up.max_step) for g in groups]
-    limits = Limits.headroom(config, *_totals(inventory.state.nodes, groups))
-    up = plan_scale_up(waiting, candidates, pool, limits, config, exclude=set(approved_nodes) | not_ready)
-    booked.extend(up.placements)
-    for pod in waiting:
+
+def _scale_up(work: _Work) -> ScaleUpResult:
+    """Step 5: new nodes for the pods still waiting (bin-packing per group, the expanders choose)."""
+    config = work.inputs.config
+    candidates = [_candidate(g, work.bases[g.name], config.scale_up.max_step) for g in work.groups]
+    work.limits = Limits.headroom(config, *_totals(work.inputs.inventory.state.nodes, work.groups))
+    work.candidates = candidates
+    up = plan_scale_up(
+        work.waiting,
+        candidates,
+        work.pool,
+        work.limits,
+        config,
+        exclude=set(work.approved_nodes) | work.not_ready,
+    )
+    work.booked.extend(up.placements)
+    for pod in work.waiting:
         if pod.key in up.helped:
-            outcomes[pod.key] = PodOutcome(pod.key, up.helped[pod.key])
+            work.outcomes[pod.key] = PodOutcome(pod.key, up.helped[pod.key])
         elif pod.key in up.fits_after:
-            node = up.fits_after[pod.key]
-            outcomes[pod.key] = PodOutcome(
+            work.outcomes[pod.key] = PodOutcome(
                 pod.key,
-                _group_of(node, inventory.group_of_node, pool),
+                work.group_of(up.fits_after[pod.key]),
                 "fits existing capacity once the other scale-ups land",
             )
         else:
-            outcomes[pod.key] = PodOutcome(pod.key, None, up.not_helped[pod.key])
+            work.outcomes[pod.key] = PodOutcome(pod.key, None, up.not_helped[pod.key])
+    return up
 
-    # 5b. headroom: after every real pod, on what each group has, then on nodes added for it
-    wanted = headroom.needs(inventory.groups, inputs.committed)
-    kept_room = headroom.scale_up(wanted, {c.name: c for c in candidates}, pool, limits, not_ready)
-    grown = {g.name: up.new_nodes.get(g.name, 0) + _added(kept_room.get(g.name)) for g in groups}
 
-    # 6. scale-down: the nodes that stay are all the domains there are
-    topology.set_extras(())
-    exclusions = {g.name: why for g in groups if (why := _no_scale_down(g, grown[g.name]))}
-    excluded = frozenset(exclusions)
-    capacity = {g.name: g.base.capacity + len(g.cancelled) + grown[g.name] for g in groups}
-    removals: Mapping[str, tuple[Removal, ...]] = {}
-    unremovable: tuple[UnremovableNode, ...] = ()
-    unneeded_since: Mapping[str, datetime] = {}
-    kept_for_headroom: Mapping[str, int] = {}
-    if config.scale_down.enabled:
-        down = plan_scale_down(
-            inputs,
-            pool,
-            excluded_groups=excluded,
-            forced={g.name: g.base.manual_decrease for g in groups if g.base.manual_decrease},
-            baseline=capacity,
-            approved=frozenset(i for g in groups for i in g.kept),
-            exclusion_reasons=exclusions,
-            preferred=inputs.proposed,
-            booked=booked,
-            headroom=wanted,
-        )
-        removals, unremovable, unneeded_since = down.removals, down.unremovable, down.unneeded_since
-        kept_for_headroom = down.headroom_kept
+def _headroom(
+    work: _Work, up: ScaleUpResult
+) -> tuple[Sequence[headroom.Need], dict[str, headroom.Outcome], dict[str, int]]:
+    """Step 5b: each group's headroom, judged after every real pod, on what the group has and then
+    on nodes added for it (docs/headroom.md); returns the needs, what became of each, and how many
+    nodes each group grows by in all."""
+    assert work.limits is not None  # set by _scale_up
+    wanted = headroom.needs(work.inputs.inventory.groups, work.inputs.committed)
+    kept_room = headroom.scale_up(
+        wanted, {c.name: c for c in work.candidates}, work.pool, work.limits, work.not_ready
+    )
+    grown = {g.name: up.new_nodes.get(g.name, 0) + _added(kept_room.get(g.name)) for g in work.groups}
+    return wanted, kept_room, grown
 
+
+def _scale_down(
+    work: _Work, wanted: Sequence[headroom.Need], grown: Mapping[str, int]
+) -> ScaleDownResult | None:
+    """Step 6: named removals on what remains (DESIGN §3.2); the nodes that stay are all the
+    domains there are, and a group that grows, is held or is being refreshed keeps its nodes."""
+    inputs = work.inputs
+    work.topology.set_extras(())
+    if not inputs.config.scale_down.enabled:
+        return None
+    exclusions = {g.name: why for g in work.groups if (why := _no_scale_down(g, grown[g.name]))}
+    capacity = {g.name: g.base.capacity + len(g.cancelled) + grown[g.name] for g in work.groups}
+    return plan_scale_down(
+        inputs,
+        work.pool,
+        excluded_groups=frozenset(exclusions),
+        forced={g.name: g.base.manual_decrease for g in work.groups if g.base.manual_decrease},
+        baseline=capacity,
+        approved=frozenset(i for g in work.groups for i in g.kept),
+        exclusion_reasons=exclusions,
+        preferred=inputs.proposed,
+        booked=work.booked,
+        headroom=wanted,
+    )
+
+
+def _assemble(
+    work: _Work,
+    up: ScaleUpResult,
+    wanted: Sequence[headroom.Need],
+    kept_room: Mapping[str, headroom.Outcome],
+    down: ScaleDownResult | None,
+) -> Plan:
+    """Step 7: each group's plan and the plan's warnings and memory, from what the steps decided."""
+    inputs, config, now = work.inputs, work.inputs.config, work.inputs.now
+    removals: Mapping[str, tuple[Removal, ...]] = down.removals if down else {}
+    kept_for_headroom: Mapping[str, int] = down.headroom_kept if down else {}
     rooms = {
         need.group: HeadroomPlan(
             need.headroom,
@@ -221,21 +295,22 @@ def make_plan(inputs: PlanInputs) -> Plan:
             removals.get(g.name, ()),
             rooms.get(g.name),
         )
-        for g in groups
+        for g in work.groups
     )
     memory = PlannerMemory(
-        unneeded_since=dict(unneeded_since),
-        backoffs=backoffs,
+        unneeded_since=dict(down.unneeded_since if down else {}),
+        backoffs=work.backoffs,
         last_scale_up=dict(inputs.memory.last_scale_up),
     )
-    if not inventory.groups:
+    warnings = work.warnings
+    if not inputs.inventory.groups:
         warnings.append(
             inputs.searched
             or "no node groups found: check nodeGroups in the config (discovery tags, explicit names)"
         )
-    if inventory.state.autoscaler is not None:
+    if inputs.inventory.state.autoscaler is not None:
         warnings.append(
-            f"cluster-autoscaler is live ({inventory.state.autoscaler.source}): apply will refuse"
+            f"cluster-autoscaler is live ({inputs.inventory.state.autoscaler.source}): apply will refuse"
         )
     if any(g.removals for g in group_plans):  # scaleDown.windows: say how long approved ones wait
         closed = closed_notice(config.scale_down.windows, now)
@@ -251,8 +326,8 @@ def make_plan(inputs: PlanInputs) -> Plan:
     return Plan(
         cluster=config.cluster,
         groups=group_plans,
-        pending=tuple(outcomes[k] for k in sorted(outcomes)),
-        unremovable=tuple(sorted(unremovable, key=lambda u: u.node)),
+        pending=tuple(work.outcomes[k] for k in sorted(work.outcomes)),
+        unremovable=tuple(sorted(down.unremovable if down else (), key=lambda u: u.node)),
         warnings=tuple(warnings),
         memory=memory,
     )

@@ -31,6 +31,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.config.documents import JSON_TOO_DEEP
+from reconciler.domain.durations import standing
 from reconciler.domain.model import APPLY_LEASE_NAMESPACE, APPLY_LEASE_PREFIX, RECORD_ANCHOR_ANNOTATION
 from reconciler.gitops.errors import GitError
 from reconciler.gitops.history import KIND_APPLY, NOTES_REF, Entry, LogRecord
@@ -561,9 +562,6 @@ def history_entries(log_record: LogRecord, *, verifier: Verifier | None = None) 
 # changes are always written (docs/gitops.md "When apply writes a record").
 OBSERVATIONS_PER_COMMIT = 20
 _CHANGES = ("scale-up", "scale-down")
-# What moves in a standing refusal's words while it stands: durations ("approved 25h ago", "for 14m",
-# "opens ... in 3h") and percentages ("utilisation 62%"). Not a new refusal.
-_MOVING = re.compile(r"(?<![\w.-])[0-9]+(?:\.[0-9]+)?(?:%|(?:ms|[smhdw])(?:[0-9]+(?:ms|[smhdw]))*(?!\w))")
 
 
 def is_change(record: ApplyRecord) -> bool:
@@ -599,7 +597,7 @@ def what_is_new(record: ApplyRecord, latest: ApplyRecord | None) -> str:
             return f"{name}: desired {last.desired_after} -> {group.desired_after}"
         if group.action == "none" and last.action in (*_CHANGES, "none"):
             continue  # its notes are events (drift seen, a raise capped), said once
-        if group.action != last.action or _steady(group.detail) != _steady(last.detail):
+        if group.action != last.action or standing(group.detail) != standing(last.detail):
             return f"{name}: {group.action}: {group.detail}"
     return ""
 
@@ -617,10 +615,6 @@ def worth_writing(
     if not why or is_change(record) or on_commit < OBSERVATIONS_PER_COMMIT:
         return why
     return ""
-
-
-def _steady(detail: str) -> str:
-    return _MOVING.sub("#", detail)
 
 
 # ---------------------------------------------------------------------------- trusted (pure)

@@ -35,6 +35,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,7 @@ TARGET_BIG_MEDIAN = 5.0  # with --nodes 5000 --pods 150000
 BATCH_MIN_INTERVAL = 5.0  # run.batchMinInterval's default: a pod sooner after the last is a stream
 ALLOCATABLE = {"cpu": "1930m", "memory": "1451Mi", "pods": "11"}  # a t3.small as EKS reports it
 TAGS = {"k8s.io/cluster-autoscaler/enabled": "true", "k8s.io/cluster-autoscaler/bench": "owned"}
+Sections = Mapping[str, Mapping[str, str]]  # config keys by section, as YAML flow text
 
 
 class World:
@@ -131,19 +133,30 @@ class World:
             name, "shop", node_name=node, requests={"cpu": "1500m"}, owner_kind="ReplicaSet", owner_name="web"
         )
 
-    def config(self, stages: str, port: int, interval: str, cache: str) -> Path:
+    def config(self, stages: str, port: int, interval: str, cache: str, more: Sections | None = None) -> Path:
+        """`more`: further keys by section (`{"run": {"resyncInterval": "5s"}, "aws": {...}}`); a
+        section but `run` replaces the base's (`{"scaleDown": {"enabled": "true"}}`)."""
         path = self.tmp / f"{cache}.yaml"
-        path.write_text(
-            self.base + f"run: {{stages: [{stages}], interval: {interval}, namespace: kube-system, "
-            f"metricsAddress: '127.0.0.1:{port}'}}\n"
+        run = {"stages": f"[{stages}]", "interval": interval, "namespace": "kube-system"}
+        sections = {
+            **(more or {}),
+            "run": {**run, "metricsAddress": f"'127.0.0.1:{port}'", **(more or {}).get("run", {})},
+        }
+        flow = (
+            f"{name}: {{{', '.join(f'{k}: {v}' for k, v in keys.items())}}}\n"
+            for name, keys in sections.items()
         )
+        base = (line for line in self.base.splitlines(keepends=True) if line.split(":")[0] not in sections)
+        path.write_text("".join(base) + "".join(flow))
         return path
 
 
 class Process:
-    def __init__(self, world: World, stages: str, interval: str, name: str) -> None:
+    def __init__(
+        self, world: World, stages: str, interval: str, name: str, more: Sections | None = None
+    ) -> None:
         self.port = free_port()
-        config = world.config(stages, self.port, interval, name)
+        config = world.config(stages, self.port, interval, name, more)
         env = {**os.environ, "XDG_CACHE_HOME": str(world.tmp / f"cache-{name}"), "PYTHONUNBUFFERED": "1"}
         self.log = open(world.tmp / f"{name}.log", "wb")  # noqa: SIM115 - for the process's life
         self.process = subprocess.Popen(

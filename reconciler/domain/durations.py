@@ -7,6 +7,9 @@ from datetime import timedelta
 
 _PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ns|us|µs|ms|s|m|h)")
 _UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+# What moves in the words about a standing condition while it stands: durations ("approved 25h ago",
+# "for 14m", "empty for 1h5m", "opens ... in 3h") and percentages ("utilisation 62%").
+_MOVING = re.compile(r"(?<![\w.-])[0-9]+(?:\.[0-9]+)?(?:%|(?:ms|[smhdw])(?:[0-9]+(?:ms|[smhdw]))*(?!\w))")
 
 
 def parse_duration(text: str) -> timedelta:
@@ -36,3 +39,9 @@ def format_duration(value: timedelta) -> str:
     minutes, seconds = divmod(rest, 60)
     parts = [f"{hours}h" if hours else "", f"{minutes}m" if minutes else "", f"{seconds}s" if seconds else ""]
     return "".join(parts) or "0s"
+
+
+def standing(text: str) -> str:
+    """`text` with its durations and percentages masked: two sayings of one standing condition
+    (`empty for 2s`, `empty for 1h5m`) compare equal; counts, names and ids stay. Pure."""
+    return _MOVING.sub("#", text)

@@ -4,10 +4,10 @@ group, `history` entries; and when a new record is worth writing at all (no idle
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 
+from reconciler.domain.durations import standing
 from reconciler.gitops.history import KIND_APPLY, Entry, LogRecord
 from reconciler.gitops.record_signing import Verifier
 from reconciler.gitops.records import ApplyRecord, _log, stored_records
@@ -147,9 +147,6 @@ def history_entries(log_record: LogRecord, *, verifier: Verifier | None = None) 
 # changes are always written (docs/gitops.md "When apply writes a record").
 OBSERVATIONS_PER_COMMIT = 20
 _CHANGES = ("scale-up", "scale-down")
-# What moves in a standing refusal's words while it stands: durations ("approved 25h ago", "for 14m",
-# "opens ... in 3h") and percentages ("utilisation 62%"). Not a new refusal.
-_MOVING = re.compile(r"(?<![\w.-])[0-9]+(?:\.[0-9]+)?(?:%|(?:ms|[smhdw])(?:[0-9]+(?:ms|[smhdw]))*(?!\w))")
 
 
 def is_change(record: ApplyRecord) -> bool:
@@ -185,7 +182,7 @@ def what_is_new(record: ApplyRecord, latest: ApplyRecord | None) -> str:
             return f"{name}: desired {last.desired_after} -> {group.desired_after}"
         if group.action == "none" and last.action in (*_CHANGES, "none"):
             continue  # its notes are events (drift seen, a raise capped), said once
-        if group.action != last.action or _steady(group.detail) != _steady(last.detail):
+        if group.action != last.action or standing(group.detail) != standing(last.detail):
             return f"{name}: {group.action}: {group.detail}"
     return ""
 
@@ -203,7 +200,3 @@ def worth_writing(
     if not why or is_change(record) or on_commit < OBSERVATIONS_PER_COMMIT:
         return why
     return ""
-
-
-def _steady(detail: str) -> str:
-    return _MOVING.sub("#", detail)

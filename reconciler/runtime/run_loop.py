@@ -51,6 +51,7 @@ from reconciler.runtime.pod_batches import Batch, PodBatcher
 from reconciler.runtime.shutdown import Shutdown
 from reconciler.runtime.stage_loop import _NAMED_GROUPS, _SLICE, APPLY, PLAN, STALE_FLOOR, Stage
 from reconciler.telemetry.events import apply_events, plan_events
+from reconciler.telemetry.logs import SaidOnce
 from reconciler.telemetry.metrics import Metrics
 from reconciler.telemetry.server import Health, TelemetryServer
 from reconciler.telemetry.status import StageResult, render_status, settle, status_document
@@ -115,7 +116,7 @@ class Runner:
         self._suspended = ""
         self._lock = threading.Lock()
         self._repos: dict[str, tuple[tuple[str, str, str], WorkingCopy]] = {}
-        self._warned: dict[str, frozenset[str]] = {}
+        self._said = SaidOnce()  # standing warnings and decisions: logged once
         self._groups_seen: dict[str, int] = {}  # stage -> node groups its last cycle found
 
     # ----------------------------------------------------------------------------- the cluster cache
@@ -379,11 +380,8 @@ class Runner:
         self._suspended = "; ".join(control.lines())
 
     def _new_lines(self, key: str, lines: tuple[str, ...]) -> list[str]:
-        """Lines not logged under `key` by the previous cycle: a standing warning or decision is said
-        once, not every 30 seconds (and again if it goes away and comes back)."""
-        before = self._warned.get(key, frozenset())
-        self._warned[key] = frozenset(lines)
-        return [line for line in lines if line not in before]
+        """Lines not logged under `key` by the previous cycle (telemetry.logs.SaidOnce)."""
+        return self._said.new(key, lines)
 
     def _emit(self, events: list[EventSpec]) -> None:
         if events and not self.shutdown.requested:

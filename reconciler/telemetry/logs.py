@@ -18,12 +18,13 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from pythonjsonlogger.json import JsonFormatter
 
+from reconciler.domain.durations import standing
 from reconciler.domain.errors import UserError
 
 FORMATS = ("text", "json")
@@ -205,3 +206,20 @@ def configure_logging(
         logging.getLogger(name).setLevel(max(logging.WARNING, number))
     # urllib3's "Retrying (...)" warnings repeat what our own errors and retries already say
     logging.getLogger("urllib3").setLevel(max(logging.ERROR, number))
+
+
+class SaidOnce:
+    """Which lines a loop logs: a standing warning or decision is said once, not every cycle (and
+    again if it goes away and comes back). A line whose words only move with time (`empty for 2s`,
+    then `1h5m`; a utilisation percentage) is the same line (domain.durations.standing): else an
+    open proposal would be said again every minute of its wait. One set per key, the last cycle's."""
+
+    def __init__(self) -> None:
+        self._said: dict[str, frozenset[str]] = {}
+
+    def new(self, key: str, lines: Iterable[str]) -> list[str]:
+        """The lines of this cycle not said under `key` by the previous one."""
+        lines = list(lines)
+        before = self._said.get(key, frozenset())
+        self._said[key] = frozenset(standing(line) for line in lines)
+        return [line for line in lines if standing(line) not in before]

@@ -39,7 +39,8 @@ from reconciler.domain.model import (
 from reconciler.planning.drainability import BLOCKS, DrainContext, PdbBudget, drain_verdict, stays_on_node
 from reconciler.planning.placement import NodePool
 from reconciler.planning.predicates import PredicateContext, check
-from reconciler.planning.scale_down import ScaleDownResult, plan_scale_down, utilization
+from reconciler.planning.scale_down import ScaleDownResult, plan_scale_down
+from reconciler.planning.scale_down_eligibility import utilization
 from reconciler.planning.simnode import SimNode
 from reconciler.planning.topology import Topology
 from reconciler.planning.types import PlanInputs, PlannerMemory

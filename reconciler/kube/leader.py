@@ -37,7 +37,7 @@ import urllib3
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from reconciler.kube.lease import micro_time, new_lease
+from reconciler.kube.lease import ElectionRecord, election_record, micro_time, new_lease
 from reconciler.kube.retry import no_answer
 
 _log = logging.getLogger(__name__)
@@ -45,8 +45,6 @@ _log = logging.getLogger(__name__)
 JITTER_FACTOR = 1.2  # client-go's JitterFactor: a follower waits retry_period x (1 .. 2.2) between tries
 _MERGE_PATCH = "application/merge-patch+json"
 _RELEASE_TRIES = 3
-
-_Record = tuple[str, int, str, str, int]  # holder, duration, acquireTime, renewTime, transitions
 
 
 class LeaderElector:
@@ -87,7 +85,7 @@ class LeaderElector:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lease: dict[str, Any] | None = None  # the Lease as last read or written
-        self._observed: _Record | None = None
+        self._observed: ElectionRecord | None = None
         self._observed_at = 0.0  # monotonic time `_observed` was first seen
         self._trouble: str | None = None  # the failure last logged, until a try succeeds again
 
@@ -218,7 +216,7 @@ class LeaderElector:
             return
         assert isinstance(lease, dict)
         self._lease = lease
-        record = _record(lease)
+        record = election_record(lease)
         if record != self._observed:
             self._observed, self._observed_at = record, time.monotonic()
         holder, duration, _, _, transitions = record
@@ -253,7 +251,7 @@ class LeaderElector:
     def _won(self, lease: dict[str, Any], started: float) -> None:
         """Our write went through: we hold the Lease as of `started`."""
         self._lease = lease
-        self._observed, self._observed_at = _record(lease), time.monotonic()
+        self._observed, self._observed_at = election_record(lease), time.monotonic()
         self._succeeded()
         with self._cond:
             self._held_since = started
@@ -329,7 +327,7 @@ class LeaderElector:
         lease = self._lease
         deadline = time.monotonic() + self.renew_deadline
         for _ in range(_RELEASE_TRIES):
-            if lease is None or _record(lease)[0] != self.identity:
+            if lease is None or election_record(lease)[0] != self.identity:
                 return
             if deadline - time.monotonic() <= 0:
                 break
@@ -363,25 +361,6 @@ _FAILED = object()
 
 def _left(deadline: float) -> float:
     return max(0.001, deadline - time.monotonic())
-
-
-def _record(lease: dict[str, Any]) -> _Record:
-    """What an observer compares to tell whether the holder is alive: the election fields of spec."""
-    spec = lease.get("spec") or {}
-    return (
-        str(spec.get("holderIdentity") or ""),
-        _int(spec.get("leaseDurationSeconds")),
-        str(spec.get("acquireTime") or ""),
-        str(spec.get("renewTime") or ""),
-        _int(spec.get("leaseTransitions")),
-    )
-
-
-def _int(value: Any) -> int:
-    try:
-        return int(value or 0)
-    except (TypeError, ValueError):
-        return 0
 
 
 def _without_retries(configuration: k8s.Configuration) -> k8s.Configuration:

@@ -133,7 +133,12 @@ def _parse_time(text: Any) -> datetime | None:
         return None
 
 
-def _observed(lease: dict[str, Any]) -> _Observed:
+ElectionRecord = tuple[str, int, str, str, int]  # holder, duration, acquireTime, renewTime, transitions
+
+
+def election_record(lease: dict[str, Any]) -> ElectionRecord:
+    """What an observer compares to tell whether the holder is alive: the election fields of spec
+    (client-go's observedRecord). The apply Lease and the stages' leader Leases judge alike."""
     spec = lease.get("spec") or {}
     return (
         str(spec.get("holderIdentity") or ""),
@@ -141,8 +146,12 @@ def _observed(lease: dict[str, Any]) -> _Observed:
         str(spec.get("acquireTime") or ""),
         str(spec.get("renewTime") or ""),
         _int(spec.get("leaseTransitions")),
-        str((lease.get("metadata") or {}).get("resourceVersion") or ""),
     )
+
+
+def _observed(lease: dict[str, Any]) -> _Observed:
+    """The election record and the resourceVersion: any write to the Lease counts as a change."""
+    return (*election_record(lease), str((lease.get("metadata") or {}).get("resourceVersion") or ""))
 
 
 def _int(value: Any) -> int:

@@ -272,7 +272,8 @@ class ApplyLease:
                 elif record != watching[0]:
                     raise RefusedError(
                         f"another apply holds lease {self.where} (holder {holder}, renewed while this apply "
-                        f"watched it for {int(seen - watching[1])}s); try again when it is done"
+                        f"watched it for {int(seen - watching[1])}s); try again when it is done",
+                        kind="lease",
                     )
                 duration = _int(spec.get("leaseDurationSeconds")) or self.duration_seconds
                 left = watching[1] + duration - seen
@@ -318,7 +319,8 @@ class ApplyLease:
             raise RefusedError(
                 f"another apply holds lease {self.where} (holder {holder}, renewed {int(ago)}s ago); "
                 f"try again when it is done, or after {max(1, duration - int(ago))}s if it stopped "
-                "without releasing it"
+                "without releasing it",
+                kind="lease",
             )
         _log.info(
             "lease %s is held by %s, whose renewTime this host's clock cannot vouch for; watching it for "

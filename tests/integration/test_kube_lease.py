@@ -138,6 +138,7 @@ def test_refused_while_another_holder_is_fresh(
         "(holder ci-runner-7, renewed 12s ago); try again when it is done, or after 48s if it stopped "
         "without releasing it"
     )
+    assert refused.value.kind == "lease"
     assert refused.value.exit_code == 3
     assert spec(kube_api) == before
 

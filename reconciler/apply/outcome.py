@@ -6,6 +6,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from reconciler.domain.errors import RefusalKind
+
 SCALE_UP, SCALE_DOWN, NONE, REFUSED, FAILED = "scale-up", "scale-down", "none", "refused", "failed"
 
 
@@ -20,6 +22,9 @@ class GroupOutcome:
     adopted: bool = False  # apply.drift adopt: desired_after is the value changed outside the tool
     # approved removals held back by scaleDown.windows, still approved: waiting, not refused
     waiting: tuple[str, ...] = ()
+    # the kind of each refusal among the notes, as the gate gave it (metrics count these, never the
+    # notes' words)
+    refusals: tuple[RefusalKind, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -81,6 +86,7 @@ class GroupRun:
     failed: bool = False
     adopted: bool = False
     waiting: list[str] = field(default_factory=list)
+    refusals: list[RefusalKind] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def did(self, action: str, note: str = "") -> None:
@@ -101,10 +107,12 @@ class GroupRun:
         with self._lock:
             self.notes.append(note)
 
-    def refuse(self, note: str) -> None:
+    def refuse(self, note: str, kind: RefusalKind) -> None:
+        """A gate said no: `note` says why (records, logs), `kind` which gate (metrics)."""
         with self._lock:
             self.refused = True
             self.notes.append(note)
+            self.refusals.append(kind)
 
     def fail(self, note: str) -> None:
         with self._lock:
@@ -128,4 +136,5 @@ class GroupRun:
             tuple(self.notes),
             self.adopted,
             tuple(self.waiting),
+            tuple(self.refusals),
         )

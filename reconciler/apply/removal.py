@@ -34,6 +34,7 @@ from reconciler.apply.window_gate import closed_since_start
 from reconciler.domain.errors import (
     OperationError,
     ReconcilerError,
+    RefusalKind,
     RefusedError,
     StopRequested,
     UncertainError,
@@ -61,8 +62,8 @@ class Removal:
     done: bool = False  # refused, failed or terminated: nothing more to do
     calling: bool = False  # the terminate call was made: the node may be going away
 
-    def refuse(self, why: str) -> None:
-        self.run.refuse(f"{self.instance}: {why}")
+    def refuse(self, why: str, kind: RefusalKind) -> None:
+        self.run.refuse(f"{self.instance}: {why}", kind)
         self.done = True
 
     def fail(self, why: str) -> None:
@@ -136,7 +137,7 @@ def _remove_batch(
             effects.drainer.mark(removal.node, inputs.commit, instance=removal.instance)
             removal.marked = True
         except RefusedError as exc:
-            removal.refuse(str(exc))
+            removal.refuse(str(exc), exc.kind)
         except ReconcilerError as exc:
             removal.fail(f"{exc}{_give_back(effects, removal)}")
     # 2. the re-check on state observed after the taints (and after every earlier drain of this run)
@@ -180,9 +181,10 @@ def _recheck_fresh(inputs: ApplyInputs, batch: list[Removal], effects: Effects) 
         inputs.config, inputs.now, fresh, committed, only=[r.instance for r in batch]
     )
     for removal in batch:
-        why = _fresh_problem(fresh, groups, removal, verdicts)
-        if why:
-            removal.refuse(f"{why}{_give_back(effects, removal)}")
+        problem = _fresh_problem(fresh, groups, removal, verdicts)
+        if problem is not None:
+            kind, why = problem
+            removal.refuse(f"{why}{_give_back(effects, removal)}", kind)
             continue
         if removal.node is not None:
             removal.known_pods = frozenset(p.uid or p.key for p in fresh.pods_by_node.get(removal.node, ()))
@@ -193,24 +195,31 @@ def _fresh_problem(
     groups: Mapping[str, GroupInventory],
     removal: Removal,
     verdicts: Mapping[str, str | None],
-) -> str:
+) -> tuple[RefusalKind, str] | None:
+    """What, seen again after the taints, refuses the removal now (its kind, why); None: nothing."""
     inventory = groups.get(removal.group.name)
     if inventory is None:
-        return f"asg {removal.group.name} is no longer a node group of the cluster"
+        return "group-settings", f"asg {removal.group.name} is no longer a node group of the cluster"
     state = next(
         (i.lifecycle_state for i in inventory.group.instances if i.instance_id == removal.instance), ""
     )
     if state != IN_SERVICE:
-        return f"is {state or 'no longer in the group'} now; only in-service instances are drained"
+        return (
+            "instance-changed",
+            f"is {state or 'no longer in the group'} now; only in-service instances are drained",
+        )
     node = next((n.name for n in inventory.nodes if n.instance_id == removal.instance), None)
     if node != removal.node:
         now = f"node {node}" if node else "no node"
         then = removal.node or "no node"
-        return f"its node changed since it was judged ({then} then, {now} now); not removed this run"
+        return (
+            "instance-changed",
+            f"its node changed since it was judged ({then} then, {now} now); not removed this run",
+        )
     if removal.instance not in verdicts:
-        return "no longer an approved removal in its ASG"
+        return "not-approved", "no longer an approved removal in its ASG"
     verdict = verdicts[removal.instance]
-    return f"no longer safe to remove (re-checked after tainting): {verdict}" if verdict else ""
+    return ("busy", f"no longer safe to remove (re-checked after tainting): {verdict}") if verdict else None
 
 
 def _drain(inputs: ApplyInputs, removal: Removal, effects: Effects) -> None:
@@ -229,10 +238,10 @@ def _drain(inputs: ApplyInputs, removal: Removal, effects: Effects) -> None:
         result = effects.drainer.drain(removal.node, vet=late.vet, check=check, instance=removal.instance)
         if not result.complete:
             if late.refusal is not None:  # a safety rule, not a failure
-                raise RefusedError(f"drain of {removal.node} stopped: {late.refusal}")
+                raise RefusedError(f"drain of {removal.node} stopped: {late.refusal}", kind="busy")
             raise OperationError(f"drain of {removal.node} did not finish: {result.reason}")
     except RefusedError as exc:
-        removal.refuse(f"{exc}{_give_back(effects, removal)}")
+        removal.refuse(f"{exc}{_give_back(effects, removal)}", exc.kind)
     except ReconcilerError as exc:
         removal.fail(f"{exc}{_give_back(effects, removal)}")
 
@@ -248,10 +257,15 @@ def _terminate(removal: Removal, effects: Effects, terminated_nodes: set[str]) -
             left = effects.drainer.remaining(node)
             if left:
                 names = ", ".join(_pod_name(p) for p in left[:5])
-                raise RefusedError(f"not terminated: pods landed on {node} after its drain ({names})")
+                raise RefusedError(
+                    f"not terminated: pods landed on {node} after its drain ({names})", kind="busy"
+                )
             owner = effects.drainer.instance_of(node)
             if owner is not None and owner != removal.instance:
-                raise RefusedError(f"not terminated: node {node} now belongs to {owner or 'no instance'}")
+                raise RefusedError(
+                    f"not terminated: node {node} now belongs to {owner or 'no instance'}",
+                    kind="instance-changed",
+                )
         effects.guard(run.name)
         removal.calling = True  # from here the node may be going away: never given back
         if node is not None:
@@ -266,7 +280,7 @@ def _terminate(removal: Removal, effects: Effects, terminated_nodes: set[str]) -
             terminated_nodes.discard(node)
         back = _give_back(effects, removal)
         if isinstance(exc, RefusedError):
-            removal.refuse(f"{exc}{back}")
+            removal.refuse(f"{exc}{back}", exc.kind)
         else:
             removal.fail(f"{exc}{back}")
         return

@@ -26,7 +26,7 @@ from reconciler.apply.taints import give_back_unapproved, sweep
 from reconciler.apply.window_gate import WindowGate
 from reconciler.config.settings import Config
 from reconciler.domain.durations import format_duration
-from reconciler.domain.errors import ReconcilerError, RefusedError
+from reconciler.domain.errors import ReconcilerError, RefusalKind, RefusedError
 from reconciler.domain.inventory import GroupInventory
 from reconciler.domain.model import NodeGroup
 from reconciler.gitops.plan_edits import committed_groups
@@ -45,13 +45,15 @@ def apply(inputs: ApplyInputs, effects: Effects) -> ApplyReport:
     if presence is not None:
         raise RefusedError(
             f"cluster-autoscaler is live on the cluster ({presence.source}, seen "
-            f"{presence.last_seen.isoformat()}): two writers would fight over every group; stop it first"
+            f"{presence.last_seen.isoformat()}): two writers would fight over every group; stop it first",
+            kind="another-writer",
         )
     unchecked = inputs.inventory.state.autoscaler_unchecked
     if unchecked:  # not seen in kube-system is not absent: it may run in a namespace of its own
         raise RefusedError(
             "cannot tell whether cluster-autoscaler is live, and two writers would fight over every "
-            f"group: {'; '.join(unchecked)}"
+            f"group: {'; '.join(unchecked)}",
+            kind="another-writer",
         )
     committed = committed_groups(inputs.manifest)
     by_name = {g.name: g for g in inputs.inventory.groups}
@@ -69,7 +71,8 @@ def apply(inputs: ApplyInputs, effects: Effects) -> ApplyReport:
             run.refuse(
                 f"not a node group of cluster {inputs.config.cluster}: no ASG of that name matches "
                 "nodeGroups (autoDiscovery tags or explicit); nothing applied. Fix the name in the "
-                "manifest, or tag the ASG"
+                "manifest, or tag the ASG",
+                "group-settings",
             )
             runs[entry.name] = run
             continue
@@ -78,7 +81,7 @@ def apply(inputs: ApplyInputs, effects: Effects) -> ApplyReport:
         try:
             removals += _sync_group(inputs, inventory, committed[entry.name], verdicts, run, effects, window)
         except RefusedError as exc:
-            run.refuse(str(exc))
+            run.refuse(str(exc), exc.kind)
         except ReconcilerError as exc:
             run.fail(str(exc))
     terminated_nodes: set[str] = set()
@@ -131,9 +134,11 @@ def _sync_group(
     """Raise the group if main says so; return the removals that passed every gate, in order."""
     group = inventory.group
     if group.name in inputs.suspended:
-        raise RefusedError(inputs.suspended[group.name])
+        raise RefusedError(inputs.suspended[group.name], kind="suspended")
     if group.has_scaling_policies:
-        raise RefusedError("the ASG has scaling policies: another writer changes its desired capacity")
+        raise RefusedError(
+            "the ASG has scaling policies: another writer changes its desired capacity", kind="another-writer"
+        )
     base = baseline(group, committed)
     _recover_intents(inputs, group, run)
     intended = _drift(inputs, group, base, run)
@@ -141,7 +146,8 @@ def _sync_group(
         run.refuse(
             f"AWS desired {group.desired} is {base.manual_decrease} above the manifest "
             f"({group.desired - base.manual_decrease}): not applied; the next plan proposes which "
-            "instances to remove (apply never lowers desired by a number, rule 2)"
+            "instances to remove (apply never lowers desired by a number, rule 2)",
+            "another-writer",
         )
     if intended > group.desired or base.approved_present:
         _refuse_if_refreshing(group, effects)
@@ -150,14 +156,18 @@ def _sync_group(
     for instance in base.approved_standby:
         run.refuse(
             f"{instance}: is in Standby (taken out of service by hand): not counted in desired and not "
-            "terminated; return it to service (exit standby) or drop it from removeInstances"
+            "terminated; return it to service (exit standby) or drop it from removeInstances",
+            "instance-changed",
         )
     if not base.approved_present:
         return []
-    blocked = _scale_down_blocked(inputs.config, group) or _untrusted(inputs)
+    kind: RefusalKind = "group-settings"
+    blocked = _scale_down_blocked(inputs.config, group)
+    if not blocked:
+        kind, blocked = "untrusted-records", _untrusted(inputs)
     if blocked:
         for instance in base.approved_present:
-            run.refuse(f"{instance}: {blocked}")
+            run.refuse(f"{instance}: {blocked}", kind)
         return []
     chosen: list[Removal] = []
     for instance in base.approved_present:
@@ -175,7 +185,9 @@ def _refuse_if_refreshing(group: NodeGroup, effects: Effects) -> None:
     if refreshing is None:
         refreshing = effects.refreshing(group.name)
     if refreshing:
-        raise RefusedError("an instance refresh is in progress: instances are being replaced")
+        raise RefusedError(
+            "an instance refresh is in progress: instances are being replaced", kind="another-writer"
+        )
 
 
 def _recover_intents(inputs: ApplyInputs, group: NodeGroup, run: GroupRun) -> None:
@@ -294,19 +306,22 @@ def _gate(
     approved instance."""
     origin = inputs.introduced.get((inventory.name, instance))
     if origin is None:
-        run.refuse(f"{instance}: no commit on the first-parent history of main lists it; not removed")
+        run.refuse(
+            f"{instance}: no commit on the first-parent history of main lists it; not removed", "not-approved"
+        )
         return None
     if origin.unreadable:
         run.refuse(
             f"{instance}: cannot tell which commit added it: the manifest at {origin.unreadable[:12]} "
             f"cannot be read ({origin.why}), so no later commit's approval covers it; withdraw it "
             "(drop it from removeInstances) and approve it again in one commit, or let the next plan "
-            "propose it again"
+            "propose it again",
+            "not-approved",
         )
         return None
     approved, why = effects.gate.approves(origin.commit)
     if not approved:
-        run.refuse(f"{instance}: not approved: {why}")
+        run.refuse(f"{instance}: not approved: {why}", "not-approved")
         return None
     ttl = inputs.config.scale_down.proposal_ttl
     age = inputs.now - inputs.commit_time(origin.commit)
@@ -314,25 +329,32 @@ def _gate(
         run.refuse(
             f"{instance}: approved in {origin.commit[:12]}, a commit dated {format_duration(-age)} in the "
             "future (a forged date or a clock far off), so its age cannot be judged against "
-            f"scaleDown.proposalTTL; approve it again in a commit with a true date"
+            f"scaleDown.proposalTTL; approve it again in a commit with a true date",
+            "expired",
         )
         return None
     if age > ttl:
         run.refuse(
             f"{instance}: approved {format_duration(age)} ago in {origin.commit[:12]}, older than "
-            f"scaleDown.proposalTTL {format_duration(ttl)}; the next plan proposes again if still unneeded"
+            f"scaleDown.proposalTTL {format_duration(ttl)}; the next plan proposes again if still unneeded",
+            "expired",
         )
         return None
     if verdict is not None:
-        run.refuse(f"{instance}: no longer safe to remove: {verdict}")
+        run.refuse(f"{instance}: no longer safe to remove: {verdict}", "busy")
         return None
     group = inventory.group
     state = next((i.lifecycle_state for i in group.instances if i.instance_id == instance), "")
     if state != IN_SERVICE:
-        run.refuse(f"{instance}: is {state or 'not in the group'}; only in-service instances are drained")
+        run.refuse(
+            f"{instance}: is {state or 'not in the group'}; only in-service instances are drained",
+            "instance-changed",
+        )
         return None
     if run.after - already - 1 < group.min_size:
-        run.refuse(f"{instance}: removing it would take {group.name} below its min size {group.min_size}")
+        run.refuse(
+            f"{instance}: removing it would take {group.name} below its min size {group.min_size}", "limits"
+        )
         return None
     waits = window.take()
     if waits:

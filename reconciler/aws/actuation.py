@@ -78,14 +78,18 @@ class Actuator:
         if now.desired != expected:
             raise RefusedError(
                 f"asg {name}: desired changed from {expected} to {now.desired} while applying; "
-                "not raising it (the next apply decides again)"
+                "not raising it (the next apply decides again)",
+                kind="another-writer",
             )
         if desired <= now.desired:
             raise RefusedError(
-                f"asg {name}: {now.desired} -> {desired} is not an increase; apply never lowers"
+                f"asg {name}: {now.desired} -> {desired} is not an increase; apply never lowers",
+                kind="limits",
             )
         if desired > now.max_size:
-            raise RefusedError(f"asg {name}: {desired} is above the ASG's max size {now.max_size}")
+            raise RefusedError(
+                f"asg {name}: {desired} is above the ASG's max size {now.max_size}", kind="limits"
+            )
         with aws_errors(f"raising {name} to {desired}"):
             self.autoscaling.set_desired_capacity(
                 AutoScalingGroupName=name, DesiredCapacity=desired, HonorCooldown=False
@@ -99,10 +103,13 @@ class Actuator:
         state = now.instances.get(instance_id)
         if state != IN_SERVICE:
             where = f"is {state}" if state else "is not in the group"
-            raise RefusedError(f"asg {name}: instance {instance_id} {where}; not terminating it")
+            raise RefusedError(
+                f"asg {name}: instance {instance_id} {where}; not terminating it", kind="instance-changed"
+            )
         if now.desired - 1 < now.min_size:
             raise RefusedError(
-                f"asg {name}: terminating {instance_id} would take desired below min size {now.min_size}"
+                f"asg {name}: terminating {instance_id} would take desired below min size {now.min_size}",
+                kind="limits",
             )
         try:
             with aws_errors(f"terminating {instance_id} in {name}"):

@@ -2,6 +2,25 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
+# Which safety gate said no: a refusal's `kind`, its metrics label (telemetry/metrics.py says what
+# each covers). Given where the refusal is made, never read from its message.
+RefusalKind = Literal[
+    "suspended",
+    "not-approved",
+    "expired",
+    "rewritten",
+    "busy",
+    "limits",
+    "another-writer",
+    "lease",
+    "instance-changed",
+    "group-settings",
+    "untrusted-records",
+    "other",
+]
+
 
 class ReconcilerError(Exception):
     """Base: carries a one-line message meant for the user; never shown with a traceback."""
@@ -27,9 +46,16 @@ class OperationError(ReconcilerError):
 
 
 class RefusedError(ReconcilerError):
-    """A safety gate said no."""
+    """A safety gate said no; `kind` says which one (the metrics label, never derived from the
+    message, so rewording one changes no metric)."""
 
     exit_code = 3
+    kind: RefusalKind = "other"
+
+    def __init__(self, message: str = "", *, kind: RefusalKind | None = None) -> None:
+        super().__init__(message)
+        if kind is not None:
+            self.kind = kind
 
 
 class UncertainError(OperationError):

@@ -39,7 +39,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from reconciler.config.settings import Config
-from reconciler.domain.errors import RefusedError, UserError
+from reconciler.domain.errors import RefusalKind, RefusedError, UserError
 from reconciler.kube.client import SERVICE_ACCOUNT_NAMESPACE, run_namespace
 from reconciler.kube.live import api_error, unreachable
 from reconciler.kube.retry import with_retries
@@ -60,6 +60,8 @@ _OFF = ("", "false")
 
 class SuspendedError(RefusedError):
     """The kill switch is on: nothing may be written, not even a taint given back."""
+
+    kind: RefusalKind = "suspended"
 
 
 # ------------------------------------------------------------------------------ keys for any name

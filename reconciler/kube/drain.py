@@ -165,7 +165,9 @@ class NodeDrainer:
             if instance is not None:
                 wrong = _not_the_instance(node, _instance(current), instance)
                 if wrong is not None:
-                    raise RefusedError(f"not marking node {node} for draining: {wrong}")
+                    raise RefusedError(
+                        f"not marking node {node} for draining: {wrong}", kind="instance-changed"
+                    )
 
         if not self._update_taints(node, change, "mark", guard):
             raise KubernetesError(f"cannot mark node {node} for draining: it is not in the cluster")

@@ -24,7 +24,6 @@ from __future__ import annotations
 import copy
 import logging
 import math
-import random
 import threading
 import time
 from collections.abc import Callable
@@ -37,6 +36,7 @@ import urllib3
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from reconciler.domain.backoff import Backoff
 from reconciler.kube.lease import ElectionRecord, election_record, micro_time, new_lease
 from reconciler.kube.retry import no_answer
 
@@ -75,6 +75,8 @@ class LeaderElector:
         self.renew_deadline = renew_deadline
         self.retry_period = retry_period
         self.jitter = jitter
+        # client-go's wait.Jitter: no doubling, the same period stretched by up to `jitter` of it
+        self._follow = Backoff(retry_period, retry_period, spread=(1.0, 1.0 + jitter))
         self._on_change = on_change
         self._configuration = _without_retries(api.configuration)
         self._cond = threading.Condition()
@@ -168,7 +170,7 @@ class LeaderElector:
             left = held + self.renew_deadline - time.monotonic()
             if left > 0:
                 return min(self.retry_period, left)
-        return self.retry_period * (1 + random.random() * self.jitter)
+        return self._follow.delay(0)
 
     def _report(self) -> None:
         """Tell on_change when leadership changed since it was last told."""

@@ -23,8 +23,9 @@ a failed step (giving a node back, the final sweep, the record) runs, since thos
 The Lease also keeps the digest of the last record apply wrote (the annotation
 `asg-reconciler.dev/last-record`, the records' anchor: docs/gitops.md "Apply records"), since the
 plan bot's Git credentials cannot write here. It is read when the Lease is acquired (`anchor`) and
-moved only by the holder (`set_anchor`). A transient API failure (5xx, 429, a dropped connection)
-while acquiring, checking or moving the anchor is retried a few times with a short backoff.
+moved only by the holder (`set_anchor`). A transient API failure while acquiring, checking or
+moving the anchor (what kube/retry.py's one predicate calls transient, as for every other Kubernetes
+call: 500, 502, 503, 504, 429, a dropped connection) is retried a few times with a short backoff.
 """
 
 from __future__ import annotations
@@ -78,7 +79,8 @@ class LeaseLost(BaseException):
 
 
 class _Transient(KubernetesError):
-    """A failure worth another try: HTTP 5xx or 429, or no answer at all."""
+    """A failure worth another try, as kube/retry.py's `transient` says: no answer at all, or an
+    HTTP 500, 502, 503, 504 or 429."""
 
 
 def _utcnow() -> datetime:
@@ -191,6 +193,7 @@ class ApplyLease:
         self.name = f"{APPLY_LEASE_PREFIX}{cluster}"
         self.namespace = namespace
         self.retry_wait = retry_wait
+        self._backoff = Backoff(retry_wait, retry_wait * 4)  # retry_wait, then 2x and 4x it
         self.retry_period = retry_period
         self._annotations: dict[str, str] = {}
         self.identity = identity or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
@@ -278,7 +281,8 @@ class ApplyLease:
                 elif record != watching[0]:
                     raise RefusedError(
                         f"another apply holds lease {self.where} (holder {holder}, renewed while this apply "
-                        f"watched it for {int(seen - watching[1])}s); try again when it is done"
+                        f"watched it for {int(seen - watching[1])}s); try again when it is done",
+                        kind="lease",
                     )
                 duration = _int(spec.get("leaseDurationSeconds")) or self.duration_seconds
                 left = watching[1] + duration - seen
@@ -324,7 +328,8 @@ class ApplyLease:
             raise RefusedError(
                 f"another apply holds lease {self.where} (holder {holder}, renewed {int(ago)}s ago); "
                 f"try again when it is done, or after {max(1, duration - int(ago))}s if it stopped "
-                "without releasing it"
+                "without releasing it",
+                kind="lease",
             )
         _log.info(
             "lease %s is held by %s, whose renewTime this host's clock cannot vouch for; watching it for "
@@ -476,7 +481,7 @@ class ApplyLease:
             except _Transient:
                 if attempt == _TRANSIENT_TRIES - 1:
                     raise
-                time.sleep(Backoff(self.retry_wait, self.retry_wait * 4).delay(attempt))
+                time.sleep(self._backoff.delay(attempt))
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _patch_ours(

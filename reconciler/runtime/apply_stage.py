@@ -155,14 +155,16 @@ def _target(copy: WorkingCopy, config: Config, ref: str | None, last: str | None
     if target not in chain:
         raise RefusedError(
             f"{shown}: {target[:12]} is not on the first-parent history of {branch}; "
-            "apply acts only on what was merged to it"
+            "apply acts only on what was merged to it",
+            kind="rewritten",
         )
     own = chain[chain.index(target) :]
     if last is not None and last not in own:
         if last in chain:
             raise RefusedError(
                 f"{shown}: {target[:12]} is older than the last applied commit {last[:12]}; "
-                "apply never goes back (commit a new change instead)"
+                "apply never goes back (commit a new change instead)",
+                kind="rewritten",
             )
         raise RefusedError(
             f"{shown}: the last applied commit {last[:12]} is not on the first-parent history of "
@@ -170,7 +172,8 @@ def _target(copy: WorkingCopy, config: Config, ref: str | None, last: str | None
             "which could bring back an approval withdrawn since; nothing applied. To go on, a person "
             f"merges {branch} into that commit with a signed merge whose first parent is {last[:12]} "
             f"(git checkout {last[:12]} && git merge --no-ff -S origin/{branch} && git push origin "
-            f"HEAD:{branch}), which re-approves whatever it brings back"
+            f"HEAD:{branch}), which re-approves whatever it brings back",
+            kind="rewritten",
         )
     return target, own
 

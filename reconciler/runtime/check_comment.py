@@ -8,10 +8,11 @@ GitHub accepts, so an earlier "ok" never stands for a head that was not judged (
 
 from __future__ import annotations
 
+import copy
 from datetime import datetime
 
 from reconciler.config.settings import Config
-from reconciler.domain.errors import OperationError, ReconcilerError, RefusedError, UserError
+from reconciler.domain.errors import ReconcilerError, UserError
 from reconciler.domain.markdown import BODY_BUDGET
 from reconciler.gitops.forge import make_forge
 from reconciler.gitops.forge.base import Forge
@@ -104,9 +105,11 @@ def _fall_back(
 
 
 def _same_kind(exc: ReconcilerError, message: str) -> ReconcilerError:
-    """A new error with `message` and the exit code of `exc`."""
-    kinds: dict[int, type[ReconcilerError]] = {2: UserError, 3: RefusedError}
-    return kinds.get(exc.exit_code, OperationError)(message)
+    """`exc` saying `message` instead: its type, so its exit code and what metrics and logs label it
+    by (an edge's `edge`, a refusal's `kind`), stay."""
+    again = copy.copy(exc)
+    again.args = (message,)
+    return again
 
 
 def comment_on(

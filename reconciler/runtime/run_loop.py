@@ -39,7 +39,7 @@ from reconciler.gitops.repo import WorkingCopy
 from reconciler.kube.cache import KINDS as CACHE_KINDS
 from reconciler.kube.cache import ClusterCache
 from reconciler.kube.client import api_client, run_namespace
-from reconciler.kube.control import SuspendedError, Switch
+from reconciler.kube.control import Switch
 from reconciler.kube.errors import KubernetesError
 from reconciler.kube.events import EventRecorder
 from reconciler.kube.status_configmap import PUSHED_KEY, STATUS_CONFIGMAP, StatusConfigMap
@@ -282,7 +282,7 @@ class Runner:
         try:
             run = apply_once(config, now, dry_run=False, hooks=hooks)
         except RefusedError as exc:
-            self.metrics.refused("suspended" if isinstance(exc, SuspendedError) else str(exc))
+            self.metrics.refused(exc.kind)  # the gate's kind, never the message's words
             raise
         except BaseException:
             self._forget_groups()  # it may have changed a group before it failed

@@ -23,7 +23,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from reconciler.apply.outcome import FAILED, REFUSED
+from reconciler.domain.errors import RefusalKind
 
 if TYPE_CHECKING:
     from reconciler.apply.outcome import ApplyReport
@@ -41,9 +41,10 @@ ERROR_KINDS = ("kubernetes", "aws", "git", "forge", "config", "refused", "suspen
 # What apply did, counted per action (not per group: the group is in the logs and the records).
 ACTIONS = ("raise", "drain", "terminate", "give_back")
 
-# Why a safety gate said no. A fixed set, so the label's cardinality stays bounded whatever the
+# Why a safety gate said no: every RefusalKind (reconciler/domain/errors.py), which the gate gives
+# its refusal where it is made. A fixed set, so the label's cardinality stays bounded whatever the
 # message says; the message itself goes to the logs and apply's records.
-REFUSAL_KINDS = (
+REFUSAL_KINDS: tuple[RefusalKind, ...] = (
     "suspended",  # the kill switch (ConfigMap or apply.suspend)
     "not-approved",  # no approving commit for an instance, or the gate said no
     "expired",  # approved longer ago than scaleDown.proposalTTL
@@ -57,55 +58,10 @@ REFUSAL_KINDS = (
     "untrusted-records",  # apply's own records cannot be trusted
     "other",
 )
+# An approved removal scaleDown.windows holds back (no window open, a blackout, or the run's maxNodes
+# reached) is no refusal: it waits, still approved, and the gauge apply_removals_waiting_for_window
+# counts it.
 
-# Not a refusal: an approved removal scaleDown.windows holds back (no window open, a blackout, or the
-# run's maxNodes reached) waits, still approved. refusal_kind names its notes so, and apply() keeps
-# them out of the refusals: they go to the gauge apply_removals_waiting_for_window instead.
-WAITING = "window"
-
-# Ordered: the first pattern that matches a refusal message names its kind. Written against the
-# messages of reconciler/apply/, reconciler/aws/actuation.py, kube/control.py, kube/lease.py,
-# kube/drain.py and runtime/apply_stage.py; a message none matches is "other".
-_REFUSAL_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (kind, re.compile(pattern, re.IGNORECASE))
-    for kind, pattern in (
-        (WAITING, r"^(\S+: )?waits for (the|a later run: the) scale-down window"),
-        ("suspended", r"asg-reconciler resume|\bsuspended (by|at|:)|\bis suspended\b"),
-        ("untrusted-records", r"records cannot be trusted"),
-        (
-            "rewritten",
-            r"rewritten around it|is not on the first-parent history of|older than the last applied",
-        ),
-        ("expired", r"proposalTTL"),
-        (
-            "not-approved",
-            r"not approved|no commit on the first-parent history|cannot tell which commit added it|"
-            r"no longer an approved removal",
-        ),
-        ("lease", r"holds lease"),
-        (
-            "another-writer",
-            r"cluster-autoscaler is live|scaling policies|instance refresh|above the manifest|"
-            r"changed from \d+ to \d+ while applying",
-        ),
-        (
-            "instance-changed",
-            r"now belongs to|its node changed since|not marking node|Standby|in-service instances|"
-            r"not terminating it",
-        ),
-        ("busy", r"no longer safe to remove|pods landed on|drain of \S+ stopped"),
-        ("limits", r"\b(min|max) size\b|not an increase"),
-        (
-            "group-settings",
-            r"AZRebalance|mixed-instances weights|not a node group of cluster",
-        ),
-    )
-)
-
-# Apply's notes that say what happened rather than why something was refused (reconciler/apply/).
-_INFORMATIONAL = re.compile(
-    r"^(raised desired|would |drained |terminated |drift: |apply\.drift |manifest wants )"
-)
 _DRIFT = re.compile(r"^drift: desired (?:lowered|raised) outside the tool from (\d+) to (\d+)")
 _GIVEN_BACK_AFTER_REFUSAL = re.compile(r"; node \S+ given back$")
 _RECOVERED = "an earlier apply recorded the intent"
@@ -114,17 +70,6 @@ _RECOVERED = "an earlier apply recorded the intent"
 _CYCLE_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600)
 
 CLUSTER = "cluster"
-
-
-def refusal_kind(message: str) -> str:
-    """The bounded kind of a refusal message (a RefusedError's text, or a refused note of apply);
-    WAITING for the note of a removal waiting for a scale-down window, which is no refusal."""
-    if message in REFUSAL_KINDS or message == WAITING:
-        return message
-    for kind, pattern in _REFUSAL_PATTERNS:
-        if pattern.search(message):
-            return kind
-    return "other"
 
 
 def error_kind_label(kind: str | None) -> str | None:
@@ -415,12 +360,12 @@ class Metrics:
     def apply(self, report: ApplyReport) -> None:
         """Count what one apply run did and refused, and set drift per group.
 
-        Read from the report's notes (reconciler/apply/ writes them): "raised desired", "drained ...
-        and terminated ...", "; node ... given back", "drift: desired lowered/raised outside the tool
-        from A to B". A refused group's other notes are its refusals; in a failed group only notes
-        that match a refusal kind are counted (the rest are the failures, counted by cycle()). A dry
-        run's "would ..." notes count nothing. A removal waiting for a scale-down window is no
-        refusal: its note is skipped, and the gauge counts each group's `waiting`.
+        What was done is read from the report's notes (reconciler/apply/ writes them): "raised
+        desired", "drained ... and terminated ...", "; node ... given back", "drift: desired
+        lowered/raised outside the tool from A to B"; a dry run's "would ..." notes count nothing.
+        Refusals are counted by the kind apply gave each (`GroupOutcome.refusals`), never by their
+        words; a failure is none (cycle() counts it), nor is a removal waiting for a scale-down
+        window (the gauge counts each group's `waiting`).
         """
         counts = dict.fromkeys(ACTIONS, 0)
         counts["give_back"] = sum(1 for entry in report.given_back if ": given back (" in entry)
@@ -438,13 +383,8 @@ class Metrics:
                 moved = _DRIFT.match(note)
                 if moved:
                     drift[g.name] = int(moved[2]) - int(moved[1])
-                if g.action not in (REFUSED, FAILED) or _INFORMATIONAL.match(note):
-                    continue
-                kind = refusal_kind(note)
-                if kind == WAITING:
-                    continue
-                if g.action == REFUSED or kind != "other":
-                    self.refusals.labels(kind).inc()
+            for kind in g.refusals:
+                self.refusals.labels(kind).inc()
         for action, n in counts.items():
             if n:
                 self.actions.labels(action).inc(n)
@@ -457,13 +397,10 @@ class Metrics:
             for name, value in drift.items():
                 self.drift.labels(name).set(value)
 
-    def refused(self, reason_kind: str) -> None:
+    def refused(self, kind: RefusalKind) -> None:
         """A refusal outside a report (the whole run refused: Lease held, kill switch, history
-        rewritten, cluster-autoscaler live). Takes a kind, or a message that is mapped to one; a
-        removal waiting for a scale-down window is none, and is not counted."""
-        kind = refusal_kind(reason_kind)
-        if kind != WAITING:
-            self.refusals.labels(kind).inc()
+        rewritten, cluster-autoscaler live), by the kind its RefusedError carries."""
+        self.refusals.labels(kind).inc()
 
 
 class _CacheCollector(Collector):

@@ -24,12 +24,13 @@ def test_raise_desired_launches_instances(aws: MotoAws) -> None:
 def test_raise_refuses_a_group_that_moved_a_decrease_and_the_max(aws: MotoAws) -> None:
     aws.asg("g", min_size=0, max_size=3, desired=2)
     act = actuator(aws)
-    with pytest.raises(RefusedError, match="desired changed from 1 to 2"):
+    with pytest.raises(RefusedError, match="desired changed from 1 to 2") as moved:
         act.raise_desired("g", expected=1, desired=3)
-    with pytest.raises(RefusedError, match="apply never lowers"):
+    with pytest.raises(RefusedError, match="apply never lowers") as lower:
         act.raise_desired("g", expected=2, desired=1)
-    with pytest.raises(RefusedError, match="above the ASG's max size 3"):
+    with pytest.raises(RefusedError, match="above the ASG's max size 3") as above:
         act.raise_desired("g", expected=2, desired=4)
+    assert [moved.value.kind, lower.value.kind, above.value.kind] == ["another-writer", "limits", "limits"]
     assert act.describe("g").desired == 2  # nothing changed
 
 
@@ -49,10 +50,11 @@ def test_terminate_refuses_strangers_and_the_min_size(aws: MotoAws) -> None:
     aws.asg("other", desired=1)
     act = actuator(aws)
     stranger = next(iter(act.describe("other").instances))
-    with pytest.raises(RefusedError, match="is not in the group"):
+    with pytest.raises(RefusedError, match="is not in the group") as strange:
         act.terminate("g", stranger)
-    with pytest.raises(RefusedError, match="below min size 2"):
+    with pytest.raises(RefusedError, match="below min size 2") as below:
         act.terminate("g", next(iter(act.describe("g").instances)))
+    assert [strange.value.kind, below.value.kind] == ["instance-changed", "limits"]
     assert act.describe("g").desired == 2 and act.describe("other").desired == 1
 
 
@@ -77,7 +79,8 @@ def test_terminate_refuses_an_instance_that_is_not_in_service(aws: MotoAws) -> N
     act.autoscaling.enter_standby(
         AutoScalingGroupName="g", InstanceIds=[resting], ShouldDecrementDesiredCapacity=False
     )
-    with pytest.raises(RefusedError, match=f"instance {resting} is Standby"):
+    with pytest.raises(RefusedError, match=f"instance {resting} is Standby") as standby:
         act.terminate("g", resting)
+    assert standby.value.kind == "instance-changed"
     after = act.describe("g")
     assert after.desired == 3 and after.instances[resting] == "Standby"

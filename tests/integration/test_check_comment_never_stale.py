@@ -12,8 +12,9 @@ import pytest
 
 from reconciler.apply.outcome import ApplyReport, GroupOutcome
 from reconciler.config.settings import Config, ForgeConfig, GitConfig
-from reconciler.domain.errors import OperationError, ReconcilerError, UserError
+from reconciler.domain.errors import OperationError, ReconcilerError, RefusedError, UserError
 from reconciler.domain.markdown import GITHUB_BODY_LIMIT
+from reconciler.gitops.errors import GitError
 from reconciler.gitops.forge.github import GitHubForge
 from reconciler.runtime import check_comment
 from reconciler.runtime.check_comment import check_and_comment, comment_marker
@@ -189,3 +190,24 @@ def test_when_no_comment_can_be_written_the_error_says_the_old_one_stands(
     judged_as(monkeypatch, report(1))  # a new verdict that cannot be posted either
     _, code, said = check_and_comment(config(github), "new-head", NOW, pr, forge_for(github))
     assert code == 1 and "an earlier verdict may still stand" in said
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [GitError("git fetch origin failed: could not resolve host"), RefusedError("held", kind="lease")],
+)
+def test_the_error_that_says_the_old_one_stands_keeps_its_type(
+    github: FakeGitHub, pr: int, monkeypatch: pytest.MonkeyPatch, failure: ReconcilerError
+) -> None:
+    """Its edge or refusal kind (what metrics and logs label it by) survives the added words."""
+    ok_standing(github, pr, monkeypatch)
+    github.fault = lambda method, path: (
+        (403, {"message": "Must have admin rights"}) if method != "GET" else None
+    )
+    judged_as(monkeypatch, failure)
+    with pytest.raises(ReconcilerError) as raised:
+        check_and_comment(config(github), "new-head", NOW, pr, forge_for(github))
+    assert type(raised.value) is type(failure) and raised.value.exit_code == failure.exit_code
+    assert str(raised.value).startswith(f"{failure}; the comment on pull request #1 could not")
+    assert getattr(raised.value, "edge", None) == getattr(failure, "edge", None)
+    assert getattr(raised.value, "kind", None) == getattr(failure, "kind", None)

@@ -377,8 +377,9 @@ def test_mark_refuses_a_node_that_is_not_the_approved_instance(
     with pytest.raises(
         RefusedError,
         match=rf"^not marking node n1 for draining: node n1 is now instance {NEW}, not the approved {OLD}$",
-    ):
+    ) as refused:
         d.mark("n1", SHA, instance=OLD)
+    assert refused.value.kind == "instance-changed"
     with pytest.raises(RefusedError, match=r"^not marking node bare for draining: .* names no AWS instance"):
         d.mark("bare", SHA, instance=OLD)
     assert not [r for r in kube_api.requests if r.method == "PATCH"]

@@ -9,6 +9,7 @@ import re
 import threading
 import time
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -137,6 +138,7 @@ def test_refused_while_another_holder_is_fresh(
         "(holder ci-runner-7, renewed 12s ago); try again when it is done, or after 48s if it stopped "
         "without releasing it"
     )
+    assert refused.value.kind == "lease"
     assert refused.value.exit_code == 3
     assert spec(kube_api) == before
 
@@ -488,6 +490,20 @@ def test_a_lasting_or_permanent_failure_is_not_retried_forever(
     with pytest.raises(OperationError, match="forbidden"):
         lease(kube_client, clock, retry_wait=0.01).acquire()
     assert kube_api.calls[("GET", path)] == 1  # RBAC does not fix itself
+
+
+def test_a_transient_failure_is_tried_again_after_retry_wait_then_twice_then_four_times_it(
+    kube_api: FakeKubeAPI, kube_client: client.ApiClient, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Lease's own retry schedule (kept when it moved onto domain/backoff.py): four tries of a
+    call, retry_wait apart, doubled each time."""
+    slept: list[float] = []
+    waiting = SimpleNamespace(sleep=slept.append, monotonic=time.monotonic)
+    monkeypatch.setattr("reconciler.kube.lease.time", waiting)
+    kube_api.fault = lambda method, p, query: (503, None)
+    with pytest.raises(OperationError, match="HTTP 503"):
+        lease(kube_client, clock, retry_wait=0.5).acquire()
+    assert slept == [0.5, 1.0, 2.0]
 
 
 @pytest.mark.parametrize("status", [501, 505])

@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from reconciler.apply.outcome import FAILED, NONE, REFUSED, SCALE_DOWN, SCALE_UP, ApplyReport, GroupOutcome
 from reconciler.planning.types import GroupPlan, Plan, PodOutcome, UnremovableNode
-from reconciler.telemetry.metrics import ERROR_KINDS, REFUSAL_KINDS, Metrics, refusal_kind
+from reconciler.telemetry.metrics import ERROR_KINDS, REFUSAL_KINDS, Metrics
 from tests.support.plan_world import World
 
 NOW = datetime(2026, 12, 3, 11, 0, tzinfo=UTC)
@@ -256,8 +256,9 @@ def test_refusals_are_counted_by_a_bounded_kind() -> None:
                     "i-3: no longer safe to remove (re-checked after tainting): pod default/db cannot move; "
                     "node ip-3 given back",
                 ),
+                refusals=("not-approved", "expired", "busy"),
             ),
-            GroupOutcome("gpu", REFUSED, 1, 1, notes=("something no pattern knows about",)),
+            GroupOutcome("gpu", REFUSED, 1, 1, notes=("a gate no kind was given for",), refusals=("other",)),
             GroupOutcome(
                 "spot",
                 FAILED,
@@ -267,13 +268,12 @@ def test_refusals_are_counted_by_a_bounded_kind() -> None:
                     "i-5: drain of ip-5 did not finish: eviction timed out",  # a failure, not a refusal
                     "i-6: removing it would take spot below its min size 3",
                 ),
+                refusals=("limits",),
             ),
         )
     )
     metrics.refused("suspended")
-    metrics.refused(
-        "another apply holds lease kube-system/asg-reconciler-apply-prod (holder x, renewed 3s ago)"
-    )
+    metrics.refused("lease")
     got = scrape(metrics)
     refusals = {
         dict(labels)["reason"]: v for labels, v in series(got, "asg_reconciler_apply_refusals_total").items()
@@ -292,48 +292,26 @@ def test_refusals_are_counted_by_a_bounded_kind() -> None:
     assert value(got, "asg_reconciler_node_group_drift_nodes", node_group="general") == -1
 
 
-@pytest.mark.parametrize(
-    ("message", "kind"),
-    [
-        (
-            "apply is (ConfigMap kube-system/asg-reconciler-control) suspended by alice: incident "
-            "(asg-reconciler resume to lift it)",
-            "suspended",
-        ),
-        ("general is suspended (asg-reconciler resume to lift it)", "suspended"),
-        (
-            "main: the last applied commit 0123456789ab is not on the first-parent history of "
-            "ba9876543210: main was rewritten around it (a force-push)",
-            "rewritten",
-        ),
-        (
-            "cluster-autoscaler is live on the cluster (deployment, seen 2026-12-03T10:00:00+00:00): two "
-            "writers would fight over every group; stop it first",
-            "another-writer",
-        ),
-        ("the ASG has scaling policies: another writer changes its desired capacity", "another-writer"),
-        ("AWS desired 5 is 1 above the manifest (4): not applied", "another-writer"),
-        ("asg general: desired changed from 3 to 4 while applying; not raising it", "another-writer"),
-        ("i-1: no commit on the first-parent history of main lists it; not removed", "not-approved"),
-        (
-            "i-1: not removed: general spans 2 zones and AZRebalance is not suspended, so AWS would "
-            "terminate other, busy instances (suspend it: aws autoscaling suspend-processes ...)",
-            "group-settings",
-        ),
-        ("not a node group of cluster prod: no ASG of that name matches nodeGroups", "group-settings"),
-        ("i-1: is in Standby (taken out of service by hand): not counted in desired", "instance-changed"),
-        ("i-1: not terminated: node ip-1 now belongs to i-9", "instance-changed"),
-        ("asg general: instance i-1 is Terminating; not terminating it", "instance-changed"),
-        ("i-1: drain of ip-1 stopped: pod default/late arrived after the re-check", "busy"),
-        ("i-1: not terminated: pods landed on ip-1 after its drain (default/x)", "busy"),
-        ("asg general: 7 is above the ASG's max size 6", "limits"),
-        ("i-1: not removed: apply's own records cannot be trusted: unsigned", "untrusted-records"),
-        ("limits", "limits"),  # a kind passes as itself
-        ("", "other"),
-    ],
-)
-def test_refusal_kind(message: str, kind: str) -> None:
-    assert refusal_kind(message) == kind
+def test_a_refusal_s_words_are_never_read_for_its_kind() -> None:
+    """A note worded like a refusal of another kind (or like none) counts as the kind apply gave it."""
+    metrics = Metrics()
+    metrics.apply(
+        report(
+            GroupOutcome(
+                "general",
+                REFUSED,
+                3,
+                3,
+                notes=("i-1: another apply holds lease x; cluster-autoscaler is live; proposalTTL",),
+                refusals=("busy",),
+            ),
+            GroupOutcome(
+                "spot", FAILED, 2, 2, notes=("i-2: not approved: is in Standby; below its min size",)
+            ),
+        )
+    )
+    refusals = series(scrape(metrics), "asg_reconciler_apply_refusals_total")
+    assert {dict(labels)["reason"]: v for labels, v in refusals.items() if v} == {"busy": 1}
 
 
 def test_a_group_that_left_the_report_leaves_no_drift_series() -> None:

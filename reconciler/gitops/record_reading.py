@@ -4,15 +4,18 @@ group, `history` entries; and when a new record is worth writing at all (no idle
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 
 from reconciler.domain.durations import standing
 from reconciler.gitops.history import KIND_APPLY, Entry, LogRecord
 from reconciler.gitops.record_signing import Verifier
-from reconciler.gitops.records import ApplyRecord, _log, stored_records
+from reconciler.gitops.records import ApplyRecord, stored_records
 
 # ------------------------------------------------------------------------------ reading (pure)
+
+_log = logging.getLogger("reconciler.gitops.records")  # the records modules share one logger
 
 
 class Records(Mapping[str, list[ApplyRecord]]):
@@ -55,7 +58,9 @@ def newest_complete(
 def last_scale_up(
     records: Mapping[str, Sequence[ApplyRecord]] | Iterable[ApplyRecord], *, cluster: str | None = None
 ) -> dict[str, datetime]:
-    """group -> when apply last scaled it up (complete or partial runs alike; failures do not count)."""
+    """group -> when apply last scaled it up (complete or partial runs alike; failures do not count).
+    A raise is a desired that went up, whatever else the group's record says (a raise beside a
+    refused removal is recorded as "refused")."""
     if isinstance(records, Mapping):
         flat: Iterable[ApplyRecord] = (r for found in records.values() for r in found)
     else:
@@ -65,9 +70,10 @@ def last_scale_up(
         if cluster is not None and record.cluster != cluster:
             continue
         for group in record.groups:
-            if group.action == "scale-up" and (
-                group.name not in latest or record.applied_at > latest[group.name]
-            ):
+            raised = group.action == "scale-up" or (
+                group.action != "failed" and group.desired_after > group.desired_before
+            )
+            if raised and (group.name not in latest or record.applied_at > latest[group.name]):
                 latest[group.name] = record.applied_at
     return latest
 
@@ -150,8 +156,23 @@ _CHANGES = ("scale-up", "scale-down")
 
 
 def is_change(record: ApplyRecord) -> bool:
-    """Whether the run changed AWS (a raise, a termination) or what main is to say (an adoption)."""
-    return any(g.action in _CHANGES or g.terminated or g.adopted for g in record.groups)
+    """Whether the run changed AWS (a raise, a termination) or what main is to say (an adoption). A
+    desired that moved counts whatever the group's action says: a raise beside a refused removal is
+    recorded as "refused", and is still a raise."""
+    return any(
+        g.action in _CHANGES or g.terminated or g.adopted or g.desired_after != g.desired_before
+        for g in record.groups
+    )
+
+
+def _baseline_moved(record: ApplyRecord, latest: ApplyRecord | None) -> bool:
+    """Whether a group's desired differs from the newest record's: that record is the baseline the
+    next run measures drift against, so a record that moves it is always written (a desired lowered
+    by hand, seen once past the cap, would otherwise be reported as new drift on every run)."""
+    if latest is None:
+        return True
+    before = {g.name: g.desired_after for g in latest.groups}
+    return any(before.get(g.name) != g.desired_after for g in record.groups)
 
 
 def what_is_new(record: ApplyRecord, latest: ApplyRecord | None) -> str:
@@ -197,6 +218,6 @@ def worth_writing(
     why = what_is_new(record, latest)
     if acted:
         return why or "the run changed the cluster"
-    if not why or is_change(record) or on_commit < OBSERVATIONS_PER_COMMIT:
+    if not why or is_change(record) or _baseline_moved(record, latest) or on_commit < OBSERVATIONS_PER_COMMIT:
         return why
     return ""

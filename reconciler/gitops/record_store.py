@@ -4,6 +4,8 @@ with a rejected push fetched and appended again on top (the notes ref is never f
 
 from __future__ import annotations
 
+import logging
+
 from reconciler.gitops.history import NOTES_REF
 from reconciler.gitops.record_reading import Records, newest_complete
 from reconciler.gitops.record_signing import Signer, Verifier
@@ -11,8 +13,7 @@ from reconciler.gitops.record_trust import TrustedRecords, trust_records
 from reconciler.gitops.records import (
     DEFAULT_APPLIER,
     ApplyRecord,
-    _as_stored,
-    _log,
+    as_stored,
     decode_note,
     merge_note,
     record_message,
@@ -27,6 +28,8 @@ from reconciler.gitops.repo import (
 )
 
 # ------------------------------------------------------------------------------------- with Git
+
+_log = logging.getLogger("reconciler.gitops.records")  # the records modules share one logger
 
 
 def read_records(copy: WorkingCopy, branch: str, *, fetch: bool = True) -> Records:
@@ -97,7 +100,7 @@ def append_record(
     records on the same commit are kept, before ours); after `attempts` rejections, OperationError.
     """
     who = applier or DEFAULT_APPLIER
-    record = _as_stored(record, who, copy)
+    record = as_stored(record, who, copy)
 
     def change(current: str | None) -> Update | None:
         text = merge_note(current, record, signer=signer)

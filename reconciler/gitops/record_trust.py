@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from reconciler.domain.model import APPLY_LEASE_NAMESPACE, APPLY_LEASE_PREFIX, RECORD_ANCHOR_ANNOTATION
 from reconciler.gitops.history import NOTES_REF
 from reconciler.gitops.record_signing import Verifier
-from reconciler.gitops.records import ApplyRecord, StoredRecord, _iso, stored_records
+from reconciler.gitops.records import ApplyRecord, StoredRecord, iso_time, stored_records
 
 # ---------------------------------------------------------------------------- trusted (pure)
 
@@ -150,7 +150,7 @@ def trust_records(
         warnings.append(
             f"apply's Lease has no record anchor (a first signed run, a new Lease, or a dry run that"
             f" does not read it): trusting the newest signed record, on {head.record.commit[:12]}"
-            f" at {_iso(head.record.applied_at)}"
+            f" at {iso_time(head.record.applied_at)}"
         )
     chain: list[ApplyRecord] = []
     seen: set[str] = set()
@@ -165,7 +165,7 @@ def trust_records(
         if current is None:
             warnings.append(
                 f"the apply record before the one on {chain[-1].commit[:12]} at"
-                f" {_iso(chain[-1].applied_at)} (digest {before[:12]}) is missing from {NOTES_REF} or"
+                f" {iso_time(chain[-1].applied_at)} (digest {before[:12]}) is missing from {NOTES_REF} or"
                 " does not verify: the audit trail has a gap there"
             )
     return TrustedRecords(
@@ -189,4 +189,4 @@ def _are(found: Sequence[StoredRecord]) -> str:
 
 def _where(found: Sequence[StoredRecord]) -> str:
     newest = max(found, key=lambda s: s.record.applied_at).record
-    return f"on {newest.commit[:12]} at {_iso(newest.applied_at)}"
+    return f"on {newest.commit[:12]} at {iso_time(newest.applied_at)}"

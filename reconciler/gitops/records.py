@@ -50,7 +50,7 @@ DEFAULT_APPLIER = Identity("asg-reconciler-apply", "asg-reconciler-apply@users.n
 # made for a record from meaning anything else, should the key ever sign something else.
 SIGNED_CONTEXT = b"asg-reconciler apply record v1\n"
 
-_log = logging.getLogger(__name__)
+_log = logging.getLogger(__name__)  # the records modules share it
 _SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
 
@@ -139,7 +139,7 @@ def encode_record(record: ApplyRecord) -> dict[str, Any]:
         **({"phase": record.phase} if record.phase != "done" else {}),
         **({"previous": record.previous} if record.previous else {}),
         "applier": record.applier,
-        "appliedAt": _iso(record.applied_at),
+        "appliedAt": iso_time(record.applied_at),
         "cluster": record.cluster,
         "commit": record.commit,
         "complete": record.complete,
@@ -207,7 +207,7 @@ def record_digest(
     it: an empty `applier` filled the same way (default `DEFAULT_APPLIER`) and, given the `copy`,
     each `detail` without what the copy keeps out of Git (its token, URL credentials). The next
     record's `previous`."""
-    stored = _as_stored(record, applier or DEFAULT_APPLIER, copy)
+    stored = as_stored(record, applier or DEFAULT_APPLIER, copy)
     return hashlib.sha256(canonical_payload(encode_record(stored))).hexdigest()
 
 
@@ -219,7 +219,7 @@ def signed_object(record: ApplyRecord, signer: Signer | None) -> dict[str, Any]:
     return data
 
 
-def _as_stored(record: ApplyRecord, who: Identity, copy: WorkingCopy | None) -> ApplyRecord:
+def as_stored(record: ApplyRecord, who: Identity, copy: WorkingCopy | None) -> ApplyRecord:
     """`record` as appended: the applier's name when it has none; details redacted, so that what
     is signed is what is stored (the note text is redacted again as a whole when written)."""
     if not record.applier:
@@ -377,7 +377,7 @@ def _reason(exc: Exception) -> str:
     return f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
 
 
-def _iso(when: datetime) -> str:
+def iso_time(when: datetime) -> str:
     return when.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 

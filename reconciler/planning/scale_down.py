@@ -45,11 +45,11 @@ from reconciler.planning.scale_down_eligibility import (
     NOT_READY,
     UNREGISTERED,
     UTILISED,
-    _ago,
-    _Candidate,
-    _Eligibility,
-    _group_rules,
-    _GroupRules,
+    Eligibility,
+    GroupRules,
+    RemovalCandidate,
+    format_ago,
+    group_rules,
 )
 from reconciler.planning.simnode import SimNode
 from reconciler.planning.types import PlanInputs, Removal, UnremovableNode
@@ -69,7 +69,7 @@ class ScaleDownResult:
 # ---------------------------------------------------------------------------------- utilisation
 
 
-class _Planner(_Eligibility):
+class _Planner(Eligibility):
     """One scale-down computation; holds the shared state (pool, PDB budget, counts) of one plan."""
 
     def __init__(
@@ -96,7 +96,7 @@ class _Planner(_Eligibility):
         self.exclusion_reasons = exclusion_reasons
         inventory = inputs.inventory
         self.rules = {
-            inv.name: _group_rules(inv, self.cfg, inputs, baseline, excluded_groups)
+            inv.name: group_rules(inv, self.cfg, inputs, baseline, excluded_groups)
             for inv in inventory.groups
         }
         self.budget = PdbBudget(inventory.state.pdbs)
@@ -150,7 +150,7 @@ class _Planner(_Eligibility):
             headroom_kept={g: len(nodes) for g, nodes in sorted(self.for_headroom.items())},
         )
 
-    def evaluate(self, c: _Candidate, *, forced: bool) -> None:
+    def evaluate(self, c: RemovalCandidate, *, forced: bool) -> None:
         """Try one candidate: drain rules, PDB budget, rescheduling; then the gates. A candidate that
         passes the first three is unneeded (tracked) even when a gate keeps it for now."""
         self.done.add(c.name)
@@ -213,7 +213,7 @@ class _Planner(_Eligibility):
         self.headroom.commit(room_changes)
         self._remove(c, since, forced=forced)
 
-    def _only_for_headroom(self, c: _Candidate, rules: _GroupRules) -> bool:
+    def _only_for_headroom(self, c: RemovalCandidate, rules: GroupRules) -> bool:
         """Whether a node its group's headroom keeps would go without it, so that it counts as part
         of desired that is there for the headroom. Judged as a plan without headroom would go on:
         the nodes counted so far are gone too (their pods not moved: an estimate), the min size
@@ -241,7 +241,7 @@ class _Planner(_Eligibility):
         broken = self.pool.first_broken(moved)
         return None if broken is None else f"moving its pods would leave {broken}"
 
-    def _reschedule(self, c: _Candidate) -> Placement | str:
+    def _reschedule(self, c: RemovalCandidate) -> Placement | str:
         """Book every mover on a node that stays (never on this one, on nodes already removed, or on
         nodes that do not exist yet), all or nothing; the reason when one fits nowhere."""
         doomed = self._known_to_fail(c)
@@ -279,7 +279,7 @@ class _Planner(_Eligibility):
         elif self._refused[key] != candidate:
             self._refused[key] = None  # refused outside two disjoint sets: nowhere
 
-    def _known_to_fail(self, c: _Candidate) -> Pod | None:
+    def _known_to_fail(self, c: RemovalCandidate) -> Pod | None:
         """The first mover whose class is known to fit on no node this trial may use, or None."""
         if not self._refused:
             return None
@@ -297,7 +297,9 @@ class _Planner(_Eligibility):
             return pod
         return None
 
-    def _gate(self, c: _Candidate, rules: _GroupRules, *, forced: bool, since: datetime | None) -> str | None:
+    def _gate(
+        self, c: RemovalCandidate, rules: GroupRules, *, forced: bool, since: datetime | None
+    ) -> str | None:
         """The first rule that keeps an otherwise removable candidate for now."""
         if rules.excluded:
             return self._excluded_reason(rules)
@@ -305,19 +307,20 @@ class _Planner(_Eligibility):
             return f"group {rules.name} at min size {rules.min_size}"
         if not forced and c.kind in (EMPTY, UTILISED):
             if since is not None and self.now - since < rules.unneeded_time:
-                return f"not unneeded long enough ({_ago(self.now - since)} of {_ago(rules.unneeded_time)})"
+                waited, needed = format_ago(self.now - since), format_ago(rules.unneeded_time)
+                return f"not unneeded long enough ({waited} of {needed})"
             if rules.since_scale_up is not None:
-                return f"a scale-up of {rules.name} was applied {_ago(rules.since_scale_up)} ago"
+                return f"a scale-up of {rules.name} was applied {format_ago(rules.since_scale_up)} ago"
         if self.total >= self.cfg.max_nodes_per_plan:
             return f"max {self.cfg.max_nodes_per_plan} removals per plan reached"
         return None
 
-    def _excluded_reason(self, rules: _GroupRules) -> str:
+    def _excluded_reason(self, rules: GroupRules) -> str:
         return (
             self.exclusion_reasons.get(rules.name) or f"group {rules.name} does not scale down in this plan"
         )
 
-    def _remove(self, c: _Candidate, since: datetime | None, *, forced: bool) -> None:
+    def _remove(self, c: RemovalCandidate, since: datetime | None, *, forced: bool) -> None:
         reason = self._removal_reason(c, since)
         if forced:
             reason = f"desired lowered by hand ({reason})"
@@ -333,13 +336,13 @@ class _Planner(_Eligibility):
         self.total += 1
         self.unremovable.pop(c.name, None)
 
-    def _removal_reason(self, c: _Candidate, since: datetime | None) -> str:
+    def _removal_reason(self, c: RemovalCandidate, since: datetime | None) -> str:
         if c.kind == UNREGISTERED:
             assert c.since is not None
-            return f"unregistered for {_ago(self.now - c.since)}"
+            return f"unregistered for {format_ago(self.now - c.since)}"
         if c.kind == NOT_READY:
-            return "NotReady" if c.since is None else f"NotReady for {_ago(self.now - c.since)}"
-        for_how_long = "" if since is None else f" for {_ago(self.now - since)}"
+            return "NotReady" if c.since is None else f"NotReady for {format_ago(self.now - c.since)}"
+        for_how_long = "" if since is None else f" for {format_ago(self.now - since)}"
         if c.kind == EMPTY:
             return f"empty{for_how_long}"
         util = _percent(c.utilization or 0.0)

@@ -1,6 +1,6 @@
 """Scale-down eligibility (cluster-autoscaler's core/scaledown/eligibility): each group's rules, a
 node's utilisation, and which instances and nodes are candidates at all, in the order they are
-tried, with the reason every other one stays. `_Eligibility` is the collecting half of the scale-down
+tried, with the reason every other one stays. `Eligibility` is the collecting half of the scale-down
 planner (scale_down.py), which decides on the candidates.
 """
 
@@ -85,7 +85,7 @@ def _share(used: int, total: int) -> float:
 
 
 @dataclass(frozen=True, slots=True)
-class _GroupRules:
+class GroupRules:
     """A group's effective settings: autoscaling-options tags over the config."""
 
     name: str
@@ -100,20 +100,20 @@ class _GroupRules:
     since_scale_up: timedelta | None  # set while a scale-up is younger than delayAfterScaleUp
 
 
-def _group_rules(
+def group_rules(
     inv: GroupInventory,
     cfg: ScaleDownConfig,
     inputs: PlanInputs,
     baseline: Mapping[str, int],
     excluded: frozenset[str],
-) -> _GroupRules:
+) -> GroupRules:
     group = inv.group
     o = group.options
     since_scale_up = None
     applied = inputs.memory.last_scale_up.get(group.name)
     if applied is not None and inputs.now - applied < cfg.delay_after_scale_up:
         since_scale_up = max(inputs.now - applied, timedelta(0))
-    return _GroupRules(
+    return GroupRules(
         name=group.name,
         threshold=_pick(o.scale_down_utilization_threshold, cfg.utilization_threshold),
         gpu_threshold=_pick(o.scale_down_gpu_utilization_threshold, cfg.gpu_utilization_threshold),
@@ -143,7 +143,7 @@ def _seconds(value: float | None, default: timedelta) -> timedelta:
 
 
 @dataclass(slots=True)
-class _Candidate:
+class RemovalCandidate:
     """A node or instance that may go, with what removing it involves."""
 
     kind: int
@@ -165,7 +165,7 @@ class _Candidate:
         return (self.kind, self.utilization or 0.0, self.name)
 
 
-class _Eligibility(ABC):
+class Eligibility(ABC):
     """The collecting half of the scale-down planner: which candidates there are, in trial order,
     each analysed (its pods that must move, or what forbids a drain). The planner (scale_down.py)
     sets the shared state below and decides."""
@@ -176,7 +176,7 @@ class _Eligibility(ABC):
     pool: NodePool
     forced: Mapping[str, int]
     approved: frozenset[str]
-    rules: dict[str, _GroupRules]
+    rules: dict[str, GroupRules]
     drain_ctx: DrainContext
     _unmodelled: dict[tuple[int, str], tuple[Scheduling, str | None]]
 
@@ -186,15 +186,15 @@ class _Eligibility(ABC):
 
     # ------------------------------------------------------------------------------ collection
 
-    def collect(self) -> tuple[list[_Candidate], dict[str, list[_Candidate]]]:
+    def collect(self) -> tuple[list[RemovalCandidate], dict[str, list[RemovalCandidate]]]:
         """Regular candidates (in trial order) and, per forced group, every node or instance it could
         give up (in the same order)."""
-        regular: list[_Candidate] = []
-        forced: dict[str, list[_Candidate]] = {}
+        regular: list[RemovalCandidate] = []
+        forced: dict[str, list[RemovalCandidate]] = {}
         for inv in self.inputs.inventory.groups:
             rules = self.rules[inv.name]
             is_forced = self.forced.get(inv.name, 0) > 0
-            extra: list[_Candidate] = []
+            extra: list[RemovalCandidate] = []
             for candidate in self._instances(inv, rules):
                 regular.append(candidate)
                 if is_forced:
@@ -209,12 +209,12 @@ class _Eligibility(ABC):
         regular.sort(key=self._trial_order)
         return regular, forced
 
-    def _trial_order(self, candidate: _Candidate) -> tuple[bool, tuple[int, float, str]]:
+    def _trial_order(self, candidate: RemovalCandidate) -> tuple[bool, tuple[int, float, str]]:
         """Instances an open proposal already names go first: a proposal under review stays stable
         instead of churning between equally good nodes."""
         return candidate.instance_id not in self.preferred, candidate.order
 
-    def _instances(self, inv: GroupInventory, rules: _GroupRules) -> list[_Candidate]:
+    def _instances(self, inv: GroupInventory, rules: GroupRules) -> list[RemovalCandidate]:
         """Instances with no node past maxNodeProvisionTime: they serve nothing. Younger ones are still
         launching (scale-up counts them as upcoming) and are left alone, even by a forced count."""
         limit = self.inputs.config.scale_up.max_node_provision_time
@@ -229,14 +229,14 @@ class _Eligibility(ABC):
                     inst.instance_id, rules.name, f"instance {inst.instance_id} is protected from scale-in"
                 )
                 continue
-            candidate = _Candidate(UNREGISTERED, rules.name, inst.instance_id, inst.instance_id)
+            candidate = RemovalCandidate(UNREGISTERED, rules.name, inst.instance_id, inst.instance_id)
             candidate.since = inst.launch_time
             found.append(candidate)
         return found
 
     def _nodes(
-        self, inv: GroupInventory, rules: _GroupRules, is_forced: bool
-    ) -> list[tuple[_Candidate, bool]]:
+        self, inv: GroupInventory, rules: GroupRules, is_forced: bool
+    ) -> list[tuple[RemovalCandidate, bool]]:
         """Registered nodes worth trying, each with whether it is a regular candidate."""
         instances = {i.instance_id: i for i in inv.group.instances}
         inventory = self.inputs.inventory
@@ -262,7 +262,7 @@ class _Eligibility(ABC):
             if blocker is not None:
                 self._keep(node.name, inv.name, blocker)
                 continue
-            candidate = _Candidate(
+            candidate = RemovalCandidate(
                 NOT_READY if not node.ready else UTILISED,
                 inv.name,
                 node.name,
@@ -299,7 +299,7 @@ class _Eligibility(ABC):
             return f"instance {instance.instance_id} is protected from scale-in"
         return None
 
-    def _unready_long_enough(self, candidate: _Candidate, rules: _GroupRules) -> bool:
+    def _unready_long_enough(self, candidate: RemovalCandidate, rules: GroupRules) -> bool:
         since = candidate.since
         if since is None:
             self._keep(candidate.name, rules.name, "NotReady since an unknown time")
@@ -309,12 +309,12 @@ class _Eligibility(ABC):
             self._keep(
                 candidate.name,
                 rules.name,
-                f"NotReady for {_ago(age)} (proposed after {_ago(rules.unready_time)})",
+                f"NotReady for {format_ago(age)} (proposed after {format_ago(rules.unready_time)})",
             )
             return False
         return True
 
-    def _analyse(self, candidate: _Candidate) -> None:
+    def _analyse(self, candidate: RemovalCandidate) -> None:
         """Split the node's pods into those that stay and those that must move; find the first pod
         that forbids the drain. Pods that are not running here (pending pods the planner placed here,
         pods moved here by an earlier removal) only need a new home."""
@@ -354,7 +354,7 @@ class _Eligibility(ABC):
         return hit[1]
 
 
-def _ago(value: timedelta) -> str:
+def format_ago(value: timedelta) -> str:
     """Minutes (and hours) once past a minute: reasons should not change with every second."""
     total = max(int(value.total_seconds()), 0)
     if total < 60:

@@ -45,10 +45,10 @@ from reconciler.planning.topology_counts import (
     DomainSet,
     Match,
     NodeFilter,
-    _per_zone,
-    _PodIndex,
+    PodIndex,
     counted_pods,
     node_values,
+    per_zone,
     with_label_keys,
     zone_hint,
 )
@@ -134,7 +134,7 @@ class Topology:
         self.namespace_labels = namespace_labels
         self._live: dict[int, SimNode] = {}  # id -> node counted (in the pool, or an estimate's)
         self._ghosts: dict[int, SimNode] = {}  # id -> vacated node: a domain still, no pods
-        self._index: _PodIndex | None = None  # built when the first Counter is
+        self._index: PodIndex | None = None  # built when the first Counter is
         self._trials: dict[int, SimNode] = {}  # id -> an estimate's node: counted, not indexed
         # the spots of nodes, one memo per (keys, filter): counters of many controllers share one
         self._spot_memos: dict[tuple[object, ...], dict[int, tuple[object, list[Domain], list[Domain]]]] = {}
@@ -365,7 +365,7 @@ class Topology:
             counter = self._counters[identity] = Counter(matches, keys, node_filter, skip_deleting)
             counter.share_spots(self._spot_memos.setdefault((keys, node_filter), {}))
             if self._index is None:
-                self._index = _PodIndex()
+                self._index = PodIndex()
                 for node in self._live.values():
                     if id(node) not in self._trials:
                         self._index.add_all(node)
@@ -432,7 +432,7 @@ class Topology:
         reason = self._check(pod, node)
         if reason is None or len(node.label_variants) < 2:
             return reason
-        good = [z for z, single in _per_zone(node) if self._check(pod, single) is None]
+        good = [z for z, single in per_zone(node) if self._check(pod, single) is None]
         return reason + zone_hint(good)
 
     def impossible(self, pod: Pod) -> bool:

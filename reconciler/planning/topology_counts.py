@@ -301,7 +301,7 @@ class Counter:
         return sum(self.hi.values())
 
 
-class _PodIndex:
+class PodIndex:
     """The counted pods by namespace and label map (pods of one controller share one), with the
     nodes they are on and how many are terminating: what a new Counter fills itself from, in a walk
     over controllers rather than over every pod."""
@@ -371,7 +371,7 @@ def zone_hint(good: list[str]) -> str:
     return "; in no zone AWS may pick for a new node"
 
 
-def _per_zone(node: SimNode) -> list[tuple[str, SimNode]]:
+def per_zone(node: SimNode) -> list[tuple[str, SimNode]]:
     """A multi-AZ new node as one single-zone node per zone it may land in."""
     views = []
     for i, labels in enumerate(node.label_variants):

@@ -49,7 +49,7 @@ from reconciler.runtime.config_source import ConfigSource
 from reconciler.runtime.plan_stage import PlanRun, default_work_dir, plan_once
 from reconciler.runtime.pod_batches import Batch, PodBatcher
 from reconciler.runtime.shutdown import Shutdown
-from reconciler.runtime.stage_loop import _NAMED_GROUPS, _SLICE, APPLY, PLAN, STALE_FLOOR, Stage
+from reconciler.runtime.stage_loop import APPLY, NAMED_GROUPS, PLAN, SLICE, STALE_FLOOR, Stage
 from reconciler.telemetry.events import apply_events, plan_events
 from reconciler.telemetry.logs import SaidOnce
 from reconciler.telemetry.metrics import Metrics
@@ -337,8 +337,8 @@ class Runner:
                 "%s: no node group found%s: %s", stage, was, searched.removeprefix("no node group found: ")
             )
             return
-        shown = ", ".join(names[:_NAMED_GROUPS]) + (
-            f" and {len(names) - _NAMED_GROUPS} more" if len(names) > _NAMED_GROUPS else ""
+        shown = ", ".join(names[:NAMED_GROUPS]) + (
+            f" and {len(names) - NAMED_GROUPS} more" if len(names) > NAMED_GROUPS else ""
         )
         _log.info("%s: node groups: %d found%s: %s", stage, len(names), was, shown)
 
@@ -428,7 +428,7 @@ class Runner:
                 self.config.run.metrics_address or "off",
             )
             while not self.shutdown.requested:
-                self.shutdown.sleep(_SLICE)
+                self.shutdown.sleep(SLICE)
             _log.info("run: stopping: finishing or abandoning the current step safely")
             for stage in self.stages.values():
                 stage.wake.set()

@@ -25,11 +25,11 @@ if TYPE_CHECKING:  # the Runner owns its stages: only a type here
 _log = logging.getLogger("reconciler.run")
 
 PLAN, APPLY = "plan", "apply"
-_SLICE = 0.5  # seconds: how often a waiting stage looks at its triggers, the Lease and the stop request
+SLICE = 0.5  # seconds: how often a waiting stage looks at its triggers, the Lease and the stop request
 # A plan refuses a cache picture not kept current for 3 run.interval (its watches and lists failing),
 # and never for less than this: a relist after a 410 must not count as stale.
 STALE_FLOOR = 10.0
-_NAMED_GROUPS = 10  # node groups a "node groups: N found" line names; the rest are counted
+NAMED_GROUPS = 10  # node groups a "node groups: N found" line names; the rest are counted
 _HINT_PACE = 1.0  # seconds: at most one ls-remote brought forward by wake-up hints per this
 
 
@@ -129,7 +129,7 @@ class Stage:
             if not self.elector.is_leader():
                 if self.elector.observed:  # a follower that has read the Lease is ready: it stands by
                     self.runner.health.ready(self.name)
-                self.elector.wait(_SLICE)
+                self.elector.wait(SLICE)
                 continue
             try:
                 if self._due() and not shutdown.requested:
@@ -162,7 +162,7 @@ class Stage:
                 self.next_poll = now + poll  # kept across calls: a failing poll never spins
                 if self._main_moved():
                     return True
-            batch_wait = _SLICE  # plan: seconds until the batch of new pending pods is due
+            batch_wait = SLICE  # plan: seconds until the batch of new pending pods is due
             if self.name == PLAN:
                 self.wake.clear()  # the batch says when; a new pod sets the wake again
                 due = self.runner.batch_due()
@@ -170,8 +170,8 @@ class Stage:
                     if now >= due:
                         return True
                     batch_wait = due - now
-            polling = (self.next_poll - now) if self.name == APPLY else _SLICE
-            wait = max(0.01, min(_SLICE, self.next_due - now, polling, batch_wait))
+            polling = (self.next_poll - now) if self.name == APPLY else SLICE
+            wait = max(0.01, min(SLICE, self.next_due - now, polling, batch_wait))
             if self.wake.is_set():  # a trigger held back by the backoff: wait without it
                 shutdown.sleep(wait)
             else:
@@ -196,7 +196,7 @@ class Stage:
             _log.info("plan: waiting for %s before planning", waiting)
             self._waiting_said = waiting
         self.wake.clear()  # the pods the cache reports meanwhile are planned once it is synced
-        self.runner.cache_wait(_SLICE)
+        self.runner.cache_wait(SLICE)
         return False
 
     def _take_trigger(self) -> bool:

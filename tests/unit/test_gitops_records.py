@@ -189,7 +189,8 @@ def test_last_scale_up_per_group() -> None:
         record(C3, T + timedelta(minutes=9), True, GroupRecord("asg-c", "scale-down", 3, 2, ("i-1",))),
         record(C3, T + timedelta(hours=1), True, GroupRecord("asg-a", "scale-up", 3, 9), cluster="other"),
     ]
-    expected = {"asg-a": T + timedelta(minutes=5), "asg-b": T}
+    # asg-b's "refused" record raised desired 3 -> 5 beside a refused removal: still a raise
+    expected = {"asg-a": T + timedelta(minutes=5), "asg-b": T + timedelta(minutes=9)}
     assert last_scale_up(runs, cluster="prod") == expected
     assert last_scale_up(Records({C3: runs[2:5], C2: runs[1:2], C1: runs[:1]})) == expected
     assert last_scale_up(runs)["asg-a"] == T + timedelta(hours=1)

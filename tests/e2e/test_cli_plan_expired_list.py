@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from reconciler.demo.kube_api import FakeKubeAPI
-from tests.e2e.test_cli_plan_dry_run import TAGS, config, group, pending
 from tests.support.aws import MotoAws
 from tests.support.cli import run
 from tests.support.kube import write_kubeconfig
+from tests.support.plan_cli import TAGS, config, group, pending
 
 
 def test_a_plan_whose_pod_list_expires_plans_the_pods_there_are(

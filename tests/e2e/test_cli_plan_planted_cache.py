@@ -10,9 +10,9 @@ import pytest
 
 from reconciler.aws import instance_types
 from reconciler.aws.cache import cache_root
-from tests.e2e.test_cli_plan_dry_run import TAGS, config, group, pending, plan_json, snapshot
 from tests.support.aws import MotoAws
 from tests.support.cli import run
+from tests.support.plan_cli import TAGS, config, group, pending, plan_json, snapshot
 
 
 def test_a_planted_cache_does_not_scale_a_group_from_zero(

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_cli_plan_dry_run import TAGS, config, group, pending, plan_json, snapshot
 from tests.support import k8s_objects as k
 from tests.support.aws import MotoAws
+from tests.support.plan_cli import TAGS, config, group, pending, plan_json, snapshot
 
 # an m5.2xlarge as the kubelet reports it (8 vCPU, 32 GiB)
 ALLOCATABLE = {"cpu": "7910m", "memory": "31Gi", "pods": "58"}

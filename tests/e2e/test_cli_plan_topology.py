@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_cli_plan_dry_run import TAGS, config, group, pending, plan_json, snapshot
 from tests.support import k8s_objects as k
 from tests.support.aws import MotoAws
+from tests.support.plan_cli import TAGS, config, group, pending, plan_json, snapshot
 
 ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
 ZONE_KEY = "topology.kubernetes.io/zone"

@@ -14,7 +14,7 @@ from reconciler.planning.placement import NodePool
 from reconciler.planning.predicates import PredicateContext, check
 from reconciler.planning.topology import Topology
 from tests.support.planning_factories import selector
-from tests.unit.test_planning_scale_down import grp, n, on, run, world
+from tests.support.scale_down_world import grp, n, on, run, world
 
 KINDS = ("spread", "spread2", "spread-min3", "affinity", "anti", "plain")
 

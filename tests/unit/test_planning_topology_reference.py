@@ -56,7 +56,7 @@ from reconciler.planning.types import PlanInputs, PlannerMemory
 from tests.support import scheduler_reference as ref
 from tests.support.plan_world import NOW, World, make_config, template
 from tests.support.planning_factories import pod, selector
-from tests.unit.test_planning_scale_down import grp, n, run, world
+from tests.support.scale_down_world import grp, n, run, world
 
 NS = {"default": {"team": "x"}, "other": {"team": "y"}}
 KEYS = (ZONE_LABEL, HOSTNAME_LABEL, "rack")

@@ -15,7 +15,7 @@ import pytest
 
 from reconciler.config.documents import load_schema
 from tests.support.cli import Result, run
-from tests.unit.test_simulation_engine import START, arrive
+from tests.support.simulation_world import START, arrive
 
 FIXED = ("--approve-after", "30m", "--provisioning-delay", "90s", "--duration", "2h")
 

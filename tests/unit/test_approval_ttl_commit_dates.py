@@ -13,7 +13,7 @@ from reconciler.apply.inputs import ApplyInputs
 from reconciler.apply.sync import apply
 from reconciler.gitops.manifest import GroupEntry, Manifest, Removal
 from tests.support.plan_world import NOW, make_config
-from tests.unit.test_windows_apply_gate import Cloud, world
+from tests.support.windows_world import Cloud, world
 
 
 def removal_with_commit_time(age: timedelta) -> list[str]:

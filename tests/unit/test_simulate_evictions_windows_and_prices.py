@@ -22,7 +22,7 @@ from reconciler.simulation.policies import ApprovalModel, Autoscaler, Policy, Re
 from reconciler.simulation.report import SimulationReport, policy_dict, render_table
 from reconciler.simulation.trace import Trace, parse_trace
 from tests.support.cli import run as cli
-from tests.unit.test_simulation_engine import (
+from tests.support.simulation_world import (
     FIXED_90S,
     PRICES,
     START,

@@ -17,7 +17,7 @@ from reconciler.simulation import cluster
 from reconciler.simulation.engine import Settings, _Run
 from reconciler.simulation.policies import ApprovalModel, Autoscaler, Reviewed
 from reconciler.simulation.trace import parse_trace
-from tests.unit.test_simulation_engine import (
+from tests.support.simulation_world import (
     FIXED_90S,
     PRICES,
     START,

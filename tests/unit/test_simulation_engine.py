@@ -2,25 +2,18 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from datetime import UTC, datetime, time, timedelta
-from importlib import resources
-from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
 
-from reconciler.config.settings import Config
 from reconciler.domain.errors import UserError
 from reconciler.planning import plan as planner
 from reconciler.planning.types import Plan, PlanInputs
-from reconciler.simulation.cluster import instance_types_from_document, prices_from_document
-from reconciler.simulation.engine import Settings, simulate
 from reconciler.simulation.policies import (
     ApprovalModel,
     Autoscaler,
-    Policy,
     ProvisioningModel,
     Reviewed,
     WorkingHours,
@@ -28,72 +21,14 @@ from reconciler.simulation.policies import (
     parse_weekdays,
     parse_working_hours,
 )
-from reconciler.simulation.trace import Trace, parse_trace
-
-START = "2026-06-01T00:00:00Z"  # a Monday
-FIXED_90S = ProvisioningModel(fixed=(("*", 90.0),))
-
-
-def _data(name: str) -> Any:
-    return json.loads(resources.files("reconciler.simulation").joinpath("data", name).read_text())
-
-
-TYPES = instance_types_from_document(_data("instance_types.json"), "instance_types.json")
-PRICES = prices_from_document(_data("prices.json"), "prices.json")
-
-
-def arrive(name: str, at: float, cpu: str, run_for: float | None = None) -> dict[str, Any]:
-    line: dict[str, Any] = {
-        "kind": "arrive",
-        "at": at,
-        "pod": {
-            "metadata": {
-                "name": name,
-                "labels": {"app": "web"},
-                "ownerReferences": [
-                    {
-                        "apiVersion": "apps/v1",
-                        "kind": "ReplicaSet",
-                        "name": "web",
-                        "uid": "u1",
-                        "controller": True,
-                    }
-                ],
-            },
-            "spec": {
-                "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "256Mi"}}}]
-            },
-        },
-    }
-    if run_for is not None:
-        line["runFor"] = run_for
-    return line
-
-
-def trace_of(desired: int, *events: dict[str, Any], min_size: int = 0, max_size: int = 10) -> Trace:
-    group = {
-        "name": "general",
-        "instanceType": "m5.large",  # 1930m CPU allocatable
-        "minSize": min_size,
-        "maxSize": max_size,
-        "desired": desired,
-        "zones": ["us-east-1a"],
-    }
-    return parse_trace("test", [{"kind": "cluster", "start": START, "groups": [group]}, *events])
-
-
-def run(
-    trace: Trace,
-    policy: Policy,
-    hours: float,
-    *,
-    seed: int = 1,
-    provisioning: ProvisioningModel = FIXED_90S,
-    config: Config | None = None,
-) -> Any:
-    settings = Settings(TYPES, PRICES, seed, provisioning, duration=hours * 3600)
-    return simulate(trace, config or Config(cluster="sim"), settings, policy)
-
+from reconciler.simulation.trace import parse_trace
+from tests.support.simulation_world import (
+    START,
+    arrive,
+    idle_node_trace,
+    run,
+    trace_of,
+)
 
 AFTER_30M = Reviewed(ApprovalModel(timedelta(minutes=30), fixed=True))
 
@@ -114,12 +49,6 @@ def test_a_burst_that_needs_three_nodes_gets_exactly_three_and_waits_for_them() 
         assert group.cost == pytest.approx(3 * 1770 / 3600 * 0.096)
         assert result.timeline.nodes["general"][:3] == (0, 3, 3)
         assert result.timeline.pending[:5] == (0, 6, 6, 6, 0)
-
-
-def idle_node_trace() -> Trace:
-    # a-big fills one node (78%); b-small lands on the emptier one (least allocated), which is then
-    # unneeded from the first plan on: its pod fits beside a-big
-    return trace_of(2, arrive("a-big", 0, "1500m"), arrive("b-small", 0, "100m"), min_size=1)
 
 
 def test_an_idle_node_goes_after_unneeded_time_under_ca_and_after_approval_under_ours() -> None:

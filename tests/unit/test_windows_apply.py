@@ -12,8 +12,8 @@ import pytest
 
 from reconciler.apply.outcome import SCALE_DOWN
 from reconciler.domain.windows import Window
+from tests.support import windows_world as harness
 from tests.support.plan_world import NOW
-from tests.unit import test_windows_apply_gate as harness
 
 H = timedelta(hours=1)
 OPEN_ALL_DAY = Window("0 9 * * 1-5", 8 * H)  # 09:00-17:00 UTC on weekdays, no maxNodes

@@ -10,7 +10,7 @@ import pytest
 from reconciler.config.settings import Config, ScaleDownConfig
 from reconciler.domain.windows import Window, allowed_removals
 from reconciler.simulation.policies import ApprovalModel, Reviewed
-from tests.unit.test_simulation_engine import idle_node_trace, run
+from tests.support.simulation_world import idle_node_trace, run
 
 
 def test_approved_removals_wait_for_a_scale_down_window() -> None:

@@ -24,8 +24,8 @@ from reconciler.domain.durations import parse_duration
 from reconciler.domain.errors import UserError
 from reconciler.domain.windows import MAX_DURATION, Window, allowed_removals, next_opening, parse_cron, zone
 from reconciler.telemetry.metrics import REFUSAL_KINDS, Metrics
+from tests.support import windows_world as harness
 from tests.support.plan_world import NOW
-from tests.unit import test_windows_apply_gate as harness
 
 H = timedelta(hours=1)
 CONFIG = "cluster: c\nregion: us-east-1\nnodeGroups:\n  explicit: ['0:6:my-asg']\nscaleDown:\n  windows:\n"

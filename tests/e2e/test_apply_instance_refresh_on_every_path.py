@@ -15,10 +15,10 @@ from reconciler.aws.reader import AwsReader
 from reconciler.config.settings import load_config
 from reconciler.runtime.plan_stage import plan_once
 from reconciler.runtime.world import cluster_view, read_cluster
-from tests.integration.test_aws_clients import REFRESH_IN_PROGRESS
 from tests.support import k8s_objects as k
 from tests.support.apply_world import World, pod
 from tests.support.aws import _Body, on_every_session
+from tests.support.aws_answers import REFRESH_IN_PROGRESS
 from tests.support.git import needs_ssh_keygen
 
 pytestmark = needs_ssh_keygen

@@ -13,7 +13,6 @@ from botocore.awsrequest import AWSResponse
 from reconciler.aws import clients as aws_clients_module
 from reconciler.domain.model import OWN_DRAIN_TAINT, SAFE_TO_EVICT
 from reconciler.kube.lease import ApplyLease, LeaseLost
-from tests.integration.test_aws_clients import REFRESH_IN_PROGRESS
 from tests.support import k8s_objects as k
 from tests.support.apply_world import (
     MAIN_PATH,
@@ -27,6 +26,7 @@ from tests.support.apply_world import (
     untouched,
 )
 from tests.support.aws import _Body
+from tests.support.aws_answers import REFRESH_IN_PROGRESS
 from tests.support.git import BOB, git, needs_ssh_keygen
 
 pytestmark = needs_ssh_keygen

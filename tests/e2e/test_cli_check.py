@@ -7,6 +7,7 @@ import pytest
 
 from reconciler.runtime.check_comment import comment_marker
 from tests.support.apply_world import MAIN_PATH, PROPOSAL, World, manifest_on_main
+from tests.support.check_world import remote_refs, signed_branch
 from tests.support.git import BOB, git, needs_ssh_keygen
 from tests.support.github_api import FakeGitHub
 
@@ -14,22 +15,6 @@ pytestmark = needs_ssh_keygen
 
 TOKEN = "ghp_check-token-never-printed"
 MARKER = comment_marker("prod")  # the world's cluster
-
-
-def remote_refs(world: World) -> str:
-    return git("for-each-ref", "--format=%(refname) %(objectname)", cwd=world.remote)
-
-
-def signed_branch(world: World, branch: str, text: str, message: str) -> str:
-    """Alice commits the manifest `text` on a new branch off main, signed with her key, and pushes it."""
-    clone = world.tmp / f"alice-{branch.replace('/', '-')}"
-    git("clone", "--quiet", str(world.remote), str(clone))
-    git("checkout", "--quiet", "-b", branch, cwd=clone)
-    (clone / MAIN_PATH).write_text(text)
-    git("add", MAIN_PATH, cwd=clone)
-    git("commit", "--quiet", "-S", "-m", message, cwd=clone)
-    git("push", "--quiet", "origin", branch, cwd=clone)
-    return git("rev-parse", "HEAD", cwd=clone).strip()
 
 
 def test_an_unsigned_proposal_is_refused_by_the_gate_and_named(

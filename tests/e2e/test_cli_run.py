@@ -10,19 +10,14 @@ import pytest
 
 from reconciler.domain.model import OWN_DRAIN_TAINT
 from reconciler.kube.control import CONTROL_CONFIGMAP
-from tests.support import k8s_objects as k
 from tests.support.apply_world import World, approved
 from tests.support.run_process import RunProcess, wait_for
+from tests.support.run_world import pending
 
 # Real processes with timing bounds: one worker, in turn.
 pytestmark = pytest.mark.xdist_group("timing")
 
 PLAN_LEASE = "asg-reconciler-plan-leader-prod"
-
-
-def pending(world: World, name: str, cpu: str = "1850m") -> None:
-    """A pod no node has room for (node-b has 1830m free): it needs a new node."""
-    world.kube.put(k.pod(name, "shop", requests={"cpu": cpu}, owner_kind="ReplicaSet", owner_name="web"))
 
 
 def holder(world: World, lease: str) -> str:

@@ -13,10 +13,10 @@ import pytest
 from reconciler.config.documents import load_schema
 from reconciler.planning import plan as planner
 from reconciler.runtime import plan_stage
-from tests.e2e.test_cli_check import remote_refs
 from tests.support import k8s_objects as k
 from tests.support.apply_world import World
 from tests.support.aws import MotoAws
+from tests.support.check_world import remote_refs
 from tests.support.cli import Result, run
 from tests.support.github_api import FakeGitHub
 

@@ -8,10 +8,10 @@ import subprocess
 
 import pytest
 
-from tests.e2e.test_cli_run import pending
 from tests.support.apply_world import NOTES, World
 from tests.support.git import git
 from tests.support.run_process import RunProcess, wait_for
+from tests.support.run_world import pending
 
 pytestmark = pytest.mark.xdist_group("timing")
 

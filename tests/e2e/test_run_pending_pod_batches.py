@@ -13,9 +13,9 @@ from datetime import UTC, datetime
 import pytest
 
 from reconciler.kube.live import NOT_TERMINAL
-from tests.e2e.test_cli_run import pending
 from tests.support.apply_world import World
 from tests.support.run_process import RunProcess, wait_for
+from tests.support.run_world import pending
 
 # A real process with timing bounds: one worker, in turn.
 pytestmark = pytest.mark.xdist_group("timing")

@@ -10,10 +10,10 @@ import time
 import pytest
 
 from reconciler.kube.status_configmap import PUSHED_KEY, STATUS_CONFIGMAP
-from tests.e2e.test_cli_run import pending
 from tests.support.apply_world import World
 from tests.support.git import git
 from tests.support.run_process import RunProcess, wait_for
+from tests.support.run_world import pending
 
 pytestmark = pytest.mark.xdist_group("timing")
 

@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 import pytest
 
 from reconciler.gitops.manifest import parse_manifest
-from tests.e2e.test_cli_check import signed_branch
 from tests.support.apply_world import MAIN_PATH, PROPOSAL, World, approved, untouched
+from tests.support.check_world import signed_branch
 from tests.support.git import git, needs_ssh_keygen
 
 pytestmark = needs_ssh_keygen

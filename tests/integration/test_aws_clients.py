@@ -11,12 +11,7 @@ from reconciler.aws.clients import CREDENTIALS_FIX, aws_clients, make_clients
 from reconciler.aws.discovery import discover_node_groups
 from reconciler.domain.errors import OperationError, UserError
 from tests.support.aws import REGION, MotoAws, inject, isolate_aws_env, query_error, throttle
-
-REFRESH_IN_PROGRESS = b"""<DescribeInstanceRefreshesResponse xmlns="https://autoscaling.amazonaws.com/doc/2011-01-01/">
-<DescribeInstanceRefreshesResult><InstanceRefreshes><member><InstanceRefreshId>r-1</InstanceRefreshId>
-<AutoScalingGroupName>g</AutoScalingGroupName><Status>InProgress</Status></member></InstanceRefreshes>
-</DescribeInstanceRefreshesResult><ResponseMetadata><RequestId>r</RequestId></ResponseMetadata>
-</DescribeInstanceRefreshesResponse>"""
+from tests.support.aws_answers import REFRESH_IN_PROGRESS
 
 
 def test_clients_use_the_config_region_and_the_standard_endpoint_setting(aws: MotoAws) -> None:

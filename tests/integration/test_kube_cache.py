@@ -26,9 +26,9 @@ from reconciler.domain.errors import OperationError
 from reconciler.domain.model import ClusterState
 from reconciler.kube.cache import KINDS, ClusterCache, NotSynced
 from reconciler.kube.live import NAMESPACES_FORBIDDEN, LiveReader
-from tests.integration.test_kube_live import FORBIDDEN, populate
 from tests.support import k8s_objects as k
 from tests.support.kube import make_api_client
+from tests.support.kube_cluster import FORBIDDEN, populate
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 Fault = Callable[[str, str, dict[str, str]], Any]

@@ -14,8 +14,8 @@ from kubernetes import client
 
 from reconciler.demo.kube_api import DROP, FakeKubeAPI, FaultResult, Query
 from reconciler.kube.drain import DrainResult, NodeDrainer, retry_delay
-from tests.integration.test_kube_drain import FakeClock, evictions
 from tests.support import k8s_objects as k
+from tests.support.kube_drain import FakeClock, evictions
 
 RBAC = (
     'pods "web-0" is forbidden: User "system:serviceaccount:kube-system:asg-reconciler-apply" cannot '

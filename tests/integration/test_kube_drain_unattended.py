@@ -22,8 +22,8 @@ from reconciler.demo.kube_api import DROP, FakeKubeAPI, FaultResult, Query
 from reconciler.domain.errors import OperationError, RefusedError
 from reconciler.domain.model import OWN_DRAIN_TAINT
 from reconciler.kube.drain import DrainResult, NodeDrainer
-from tests.integration.test_kube_drain import SHA, FakeClock, evictions, put_node_with_pods, taints
 from tests.support import k8s_objects as k
+from tests.support.kube_drain import SHA, FakeClock, evictions, put_node_with_pods, taints
 
 OURS = {"key": OWN_DRAIN_TAINT, "value": SHA, "effect": "NoSchedule"}
 OLD = "i-0000000000000aaaa"  # the approved instance

@@ -16,9 +16,9 @@ from reconciler.demo.kube_api import FakeKubeAPI, Fault
 from reconciler.domain.errors import OperationError
 from reconciler.kube.live import LIST_RESTARTS, LiveReader
 from reconciler.kube.snapshot import read_snapshot
-from tests.integration.test_kube_live import populate
 from tests.support import k8s_objects as k
 from tests.support.kube import make_api_client
+from tests.support.kube_cluster import populate
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 

@@ -6,10 +6,8 @@ descriptions the plan stage's reusing reader holds."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
 import pytest
-from botocore.awsrequest import AWSResponse
 
 from reconciler.aws.reader import AwsReader
 from reconciler.config.settings import load_config
@@ -17,23 +15,10 @@ from reconciler.runtime.plan_stage import plan_once
 from reconciler.runtime.world import cluster_view, read_cluster
 from tests.support import k8s_objects as k
 from tests.support.apply_world import World, pod
-from tests.support.aws import _Body, on_every_session
-from tests.support.aws_answers import REFRESH_IN_PROGRESS
 from tests.support.git import needs_ssh_keygen
+from tests.support.refresh_world import refresh_under_way
 
 pytestmark = needs_ssh_keygen
-
-
-def refresh_under_way(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """AWS answers every DescribeInstanceRefreshes with a refresh in progress; returns the log of asks."""
-    asked: list[str] = []
-
-    def refresh(request: Any, **_: Any) -> Any:
-        asked.append("DescribeInstanceRefreshes")
-        return AWSResponse(request.url, 200, {"Content-Type": "text/xml"}, _Body(REFRESH_IN_PROGRESS))
-
-    on_every_session(monkeypatch, "before-send.auto-scaling.DescribeInstanceRefreshes", refresh)
-    return asked
 
 
 def scale_up_committed(world: World, capsys: pytest.CaptureFixture[str]) -> None:

@@ -7,14 +7,13 @@ import os
 import signal
 import subprocess
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
 from botocore.awsrequest import AWSResponse
 
 from reconciler.aws import clients as aws_clients_module
-from reconciler.domain.model import OWN_DRAIN_TAINT
+from tests.support.apply_steps import alice_clone, bot_commit, listing_b, ours
 from tests.support.apply_world import (
     MAIN_PATH,
     NOTES,
@@ -30,40 +29,6 @@ from tests.support.aws import _Body, query_error
 from tests.support.git import BOB, git, needs_ssh_keygen
 
 pytestmark = needs_ssh_keygen
-
-
-def ours(world: World, node: str) -> bool:
-    found = world.kube.get_object("Node", None, node)
-    assert found is not None
-    return any(t["key"] == OWN_DRAIN_TAINT for t in found["spec"].get("taints") or [])
-
-
-def listing_b(world: World) -> str:
-    return manifest_on_main(world).replace("removeInstances: []", f"removeInstances:\n      - {world.b_id}")
-
-
-def show(result: Any) -> str:
-    return f"exit {result.code}\n--- out\n{result.out}\n--- err\n{result.err}"
-
-
-def bot_commit(world: World, text: str | None, message: str) -> str:
-    """The bot (unsigned) commits on main through a clone; None deletes the manifest."""
-    clone = world.tmp / f"bot-{len(list(world.tmp.glob('bot-*')))}"
-    git("clone", "--quiet", str(world.remote), str(clone))
-    if text is None:
-        git("rm", "--quiet", MAIN_PATH, cwd=clone)
-    else:
-        (clone / MAIN_PATH).write_text(text)
-        git("add", MAIN_PATH, cwd=clone)
-    git("commit", "--quiet", "-m", message, cwd=clone, env=BOB.env())
-    git("push", "--quiet", "origin", "main", cwd=clone)
-    return git("rev-parse", "HEAD", cwd=clone).strip()
-
-
-def alice_clone(world: World, name: str) -> Path:
-    clone = world.tmp / name
-    git("clone", "--quiet", str(world.remote), str(clone))
-    return clone
 
 
 # ------------------------------------------------------------- laundering past a deleted manifest

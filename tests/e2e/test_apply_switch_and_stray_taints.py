@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from reconciler.domain.model import OWN_DRAIN_TAINT
-from tests.e2e.test_apply_laundering_and_lost_answers import alice_clone, bot_commit, listing_b, ours, show
+from tests.support.apply_steps import alice_clone, bot_commit, listing_b, ours, show
 from tests.support.apply_world import (
     MAIN_PATH,
     TAGS,

@@ -10,10 +10,10 @@ import pytest
 
 from reconciler.gitops.manifest import parse_manifest
 from reconciler.gitops.trailers import parse_message
-from tests.e2e.test_cli_plan_gitops import MAIN_PATH, PROPOSAL, Setup, node_c
 from tests.support.aws import MotoAws
 from tests.support.cli import run
 from tests.support.git import BOB, git
+from tests.support.plan_git_world import MAIN_PATH, PROPOSAL, Setup, node_c
 
 # Two t3.small nodes (1930m each): node-a runs 1500m, node-b 100m. A headroom of two 1-CPU pods has
 # room for one (on node-b): the plan adds one node for the other.

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from reconciler.gitops.trailers import parse_message
-from tests.e2e.test_cli_plan_gitops import MAIN_PATH, Setup
 from tests.support.aws import MotoAws
 from tests.support.cli import run
 from tests.support.git import BOB, git
+from tests.support.plan_git_world import MAIN_PATH, Setup
 
 
 def test_a_hand_lowered_desired_nothing_can_leave_is_restored_and_history_says_restore(

@@ -17,8 +17,9 @@ from tests.support import k8s_objects as k
 from tests.support.apply_world import World
 from tests.support.aws import MotoAws
 from tests.support.check_world import remote_refs
-from tests.support.cli import Result, run
+from tests.support.cli import run
 from tests.support.github_api import FakeGitHub
+from tests.support.what_if_world import deployment, manifest, one_line_error, pod_template, write_yaml
 
 TAGS = {"k8s.io/cluster-autoscaler/enabled": "true", "k8s.io/cluster-autoscaler/prod": "owned"}
 M5_LARGE = 0.096  # USD per hour, the shipped us-east-1 price
@@ -57,43 +58,6 @@ def cluster(aws: MotoAws, *, nodes: int = 2, max_size: int = 10) -> list[dict[st
     return objects
 
 
-def manifest(kind: str, name: str, namespace: str = "apps", **spec: Any) -> dict[str, Any]:
-    api = {"Job": "batch/v1", "CronJob": "batch/v1", "Pod": "v1", "ReplicationController": "v1"}
-    return {
-        "apiVersion": api.get(kind, "apps/v1"),
-        "kind": kind,
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": spec,
-    }
-
-
-def pod_template(app: str, requests: dict[str, str], **spec: Any) -> dict[str, Any]:
-    return {
-        "metadata": {"labels": {"app": app}},
-        "spec": {
-            "containers": [{"name": "app", "image": "app:1", "resources": {"requests": requests}}],
-            **spec,
-        },
-    }
-
-
-def deployment(name: str, replicas: int, requests: dict[str, str], **spec: Any) -> dict[str, Any]:
-    return manifest(
-        "Deployment",
-        name,
-        replicas=replicas,
-        selector={"matchLabels": {"app": name}},
-        template=pod_template(name, requests, **spec),
-    )
-
-
-def write_yaml(path: Path, *documents: dict[str, Any]) -> Path:
-    """A YAML stream, `---` between documents; each document is one line of JSON (which is YAML), so
-    the lines a message names are known."""
-    path.write_text("---\n".join(json.dumps(d) + "\n" for d in documents))
-    return path
-
-
 def what_if(capsys: pytest.CaptureFixture[str], cfg: Path, snap: Path, *args: str) -> dict[str, Any]:
     result = run(capsys, "what-if", "--config", str(cfg), "--snapshot", str(snap), "--output", "json", *args)
     assert result.code == 0, result.err
@@ -104,16 +68,6 @@ def what_if(capsys: pytest.CaptureFixture[str], cfg: Path, snap: Path, *args: st
 
 def group(document: dict[str, Any], name: str) -> dict[str, Any]:
     return next(g for g in document["nodeGroups"] if g["name"] == name)
-
-
-def one_line_error(result: Result, *fragments: str) -> None:
-    assert result.code == 2, result
-    assert result.out == ""
-    lines = result.err.strip().splitlines()
-    assert len(lines) == 1, result.err
-    assert "Traceback" not in result.err
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
 
 
 def test_twenty_replicas_of_2gi_add_what_a_plan_with_them_pending_adds(

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_cli_what_if import deployment, manifest, one_line_error, pod_template, write_yaml
 from tests.support.cli import run
+from tests.support.what_if_world import deployment, manifest, one_line_error, pod_template, write_yaml
 
 
 def web() -> dict[str, Any]:

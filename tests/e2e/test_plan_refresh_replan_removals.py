@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_apply_instance_refresh_on_every_path import refresh_under_way
 from tests.support import k8s_objects as k
 from tests.support.aws import MotoAws
 from tests.support.cli import run
+from tests.support.refresh_world import refresh_under_way
 
 TAGS = {"k8s.io/cluster-autoscaler/enabled": "true", "k8s.io/cluster-autoscaler/prod": "owned"}
 T3_SMALL = {"cpu": "1930m", "memory": "1471840Ki", "pods": "11"}

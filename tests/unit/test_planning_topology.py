@@ -13,7 +13,6 @@ from reconciler.domain.model import (
     PodAffinityTerm,
     Scheduling,
     Taint,
-    TopologySpreadConstraint,
 )
 from reconciler.planning.equivalence import group_pods
 from reconciler.planning.estimator import estimate
@@ -22,33 +21,9 @@ from reconciler.planning.predicates import PredicateContext, check
 from reconciler.planning.simnode import SimNode
 from reconciler.planning.topology import Topology
 from tests.support.planning_factories import node, pod, selector, template
+from tests.support.topology_world import spread
 
 A, B, C = "us-east-1a", "us-east-1b", "us-east-1c"
-
-
-def spread(
-    key: str = ZONE_LABEL,
-    skew: int = 1,
-    *,
-    app: str = "web",
-    min_domains: int | None = None,
-    affinity_policy: str = "Honor",
-    taints_policy: str = "Ignore",
-    match_label_keys: tuple[str, ...] = (),
-    node_selector: tuple[tuple[str, str], ...] = (),
-    label_selector: LabelSelector | None = None,
-) -> Scheduling:
-    c = TopologySpreadConstraint(
-        skew,
-        key,
-        "DoNotSchedule",
-        selector(app=app) if label_selector is None else label_selector,
-        min_domains,
-        affinity_policy,
-        taints_policy,
-        match_label_keys,
-    )
-    return Scheduling(node_selector=node_selector, topology_spread=(c,))
 
 
 def web(name: str, node_name: str = "", scheduling: Scheduling | None = None, **kw: object) -> Pod:

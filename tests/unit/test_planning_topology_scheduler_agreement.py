@@ -31,7 +31,7 @@ from tests.support import scheduler_reference as ref
 from tests.support.plan_world import NOW, World
 from tests.support.plan_world import template as group_template
 from tests.support.planning_factories import node, pod, selector, template
-from tests.unit.test_planning_topology import spread
+from tests.support.topology_world import spread
 
 A, B, C = "us-east-1a", "us-east-1b", "us-east-1c"
 EBS = "topology.ebs.csi.aws.com/zone"

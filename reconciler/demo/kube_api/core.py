@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from reconciler.demo import validation
-from reconciler.demo.disruption import DisruptionController
-from reconciler.demo.eviction import EvictionFault
+from reconciler.demo.kube_api import validation
+from reconciler.demo.kube_api.disruption import DisruptionController
 from reconciler.demo.kube_api.errors import ApiError, _details
+from reconciler.demo.kube_api.eviction import EvictionFault
+from reconciler.demo.kube_api.replicaset import ReplicaSetController
 from reconciler.demo.kube_api.resources import RESOURCES, Resource, _field_path, _now, resource_for
 from reconciler.demo.kube_api.selectors import _split_top_level, match_label_selector, parse_label_selector
 from reconciler.demo.kube_api.storage import (
@@ -33,10 +34,9 @@ from reconciler.demo.kube_api.storage import (
     _key,
     _Store,
 )
+from reconciler.demo.kube_api.store import controller_of
 from reconciler.demo.kube_api.types import Fault, Obj, Query
 from reconciler.demo.kube_api.wire import _WATCHED_BY_CONTROLLERS, RecordedRequest, _dumps_exact, _Reply
-from reconciler.demo.replicaset import ReplicaSetController
-from reconciler.demo.store import controller_of
 
 if TYPE_CHECKING:  # started by FakeKubeAPI (api.py): only a type here
     from reconciler.demo.kube_api.http import _Server

@@ -10,13 +10,14 @@ from typing import Any
 
 import orjson
 
-from reconciler.demo import validation
-from reconciler.demo.eviction import evict
+from reconciler.demo.kube_api import validation
 from reconciler.demo.kube_api.core import _Core, _View
 from reconciler.demo.kube_api.errors import ApiError, _conflict, _details, _not_found, _qualified
+from reconciler.demo.kube_api.eviction import evict
 from reconciler.demo.kube_api.patches import json_patch, merge_patch, strategic_merge_patch
 from reconciler.demo.kube_api.resources import Resource, _now
 from reconciler.demo.kube_api.storage import _Entry, _key
+from reconciler.demo.kube_api.store import Refusal
 from reconciler.demo.kube_api.types import Obj, Query
 from reconciler.demo.kube_api.wire import (
     _check_micro_times,
@@ -26,7 +27,6 @@ from reconciler.demo.kube_api.wire import (
     _json_or_yaml,
     _Reply,
 )
-from reconciler.demo.store import Refusal
 
 
 class _Writes(_Core):

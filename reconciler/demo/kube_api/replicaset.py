@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 
-from reconciler.demo.store import Obj, Store, controller_of, terminating
+from reconciler.demo.kube_api.store import Obj, Store, controller_of, terminating
 
 _FINISHED = ("Succeeded", "Failed")
 

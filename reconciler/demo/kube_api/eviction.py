@@ -29,8 +29,8 @@ import copy
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from reconciler.demo.disruption import allowed_condition
-from reconciler.demo.store import Obj, Refusal, Store, now, pod_ready, terminating, timestamp
+from reconciler.demo.kube_api.disruption import allowed_condition
+from reconciler.demo.kube_api.store import Obj, Refusal, Store, now, pod_ready, terminating, timestamp
 
 EvictionFault = Callable[[str, str], int | None]
 

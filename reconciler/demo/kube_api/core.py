@@ -43,7 +43,7 @@ if TYPE_CHECKING:  # started by FakeKubeAPI (api.py): only a type here
 
 
 class _View:
-    """The store as the eviction subresource and the controllers see it (reconciler/demo/store.py
+    """The store as the eviction subresource and the controllers see it (store.py's
     `Store`); used with the lock held."""
 
     def __init__(self, api: _Core) -> None:
@@ -111,7 +111,7 @@ class _Core(ABC):
         self.record_requests = True
         self.validate_writes = True
         """Refuse (422 Invalid) a created, updated or patched object, or an Eviction, that a real
-        server would refuse or that breaks the official OpenAPI schema (reconciler/demo/validation.py)."""
+        server would refuse or that breaks the official OpenAPI schema (validation.py)."""
         self.pod_termination_seconds: float = 0.0
         """Seconds a deleted or evicted pod with a node stays (with deletionTimestamp) before it is
         gone, like a kubelet's graceful termination; 0 deletes at once, `math.inf` never. It is how
@@ -210,8 +210,8 @@ class _Core(ABC):
     def run_controllers(self, *, disruption: bool = True, replicasets: bool = False) -> None:
         """Turn on the fake's kube-controller-manager (reset() turns it off): the disruption
         controller recomputes every PodDisruptionBudget's status as pods come and go
-        (reconciler/demo/disruption.py), the ReplicaSet controller replaces a pod that leaves
-        (reconciler/demo/replicaset.py). Off by default: most tests write a budget's status by hand."""
+        (disruption.py), the ReplicaSet controller replaces a pod that leaves
+        (replicaset.py). Off by default: most tests write a budget's status by hand."""
         with self._cond:
             self.replicasets = ReplicaSetController() if replicasets else None
             self.disruption = DisruptionController() if disruption else None

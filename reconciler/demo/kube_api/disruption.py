@@ -28,7 +28,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from reconciler.demo.kube_api.store import (
-    Obj,
     Store,
     controller_of,
     now,
@@ -37,6 +36,7 @@ from reconciler.demo.kube_api.store import (
     terminating,
     timestamp,
 )
+from reconciler.demo.kube_api.types import Obj
 
 DELETION_TIMEOUT = timedelta(minutes=2)
 """How long an eviction's entry in status.disruptedPods keeps its pod out of currentHealthy."""

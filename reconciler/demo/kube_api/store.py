@@ -1,8 +1,9 @@
-"""What the fake API's eviction subresource and its controllers share (reconciler/demo/eviction.py,
-disruption.py, replicaset.py): the narrow view of the fake's store they act through, the error they
-answer with, and the few facts about pods they all read.
+"""What the fake API's eviction subresource and its controllers share (eviction.py, disruption.py,
+replicaset.py): the narrow view of the fake's store they act through, the error they answer with,
+and the few facts about pods they all read. (The store itself is storage.py and core.py; core.py's
+`_View` is what these modules get.)
 
-Kept apart from kube_api.py so that those modules never import it (kube_api imports them) and each
+Kept apart from the store so that those modules never import it (core.py imports them) and each
 stays small enough to read beside the Kubernetes source it mirrors.
 """
 
@@ -12,7 +13,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-Obj = dict[str, Any]
+from reconciler.demo.kube_api.types import Obj
 
 
 class Store(Protocol):
@@ -39,7 +40,7 @@ class Store(Protocol):
 
 
 class Refusal(Exception):
-    """An answer given as a `Status` with this HTTP code, reason and message (kube_api sends it)."""
+    """An answer given as a `Status` with this HTTP code, reason and message (writes.py sends it)."""
 
     def __init__(self, code: int, reason: str, message: str, details: Obj | None = None) -> None:
         super().__init__(message)

@@ -5,7 +5,7 @@ Two layers, as in kube-apiserver:
 - the registry's own validation (kubernetes/kubernetes `pkg/apis/core/validation` ValidateConfigMap,
   `pkg/apis/coordination/validation` ValidateLease), written out here: ConfigMap keys and total size,
   Lease durations and transitions (a MicroTime the decoder cannot read is a 400 before this:
-  kube_api._check_micro_times);
+  wire.py's _check_micro_times);
 - the object's shape against the official OpenAPI schema of KUBERNETES_VERSION, as the
   `kubernetes-validate` package ships it (strict: unknown fields refused). A real server drops unknown
   fields with a warning (fieldValidation=Warn); refusing them is stricter on purpose: a field we send

@@ -309,8 +309,8 @@ class _Writes(_Core):
     # ------------------------------------------------------------------ eviction
 
     def _evict(self, ns: str, name: str, body: Any, query: Query) -> _Reply:
-        """policy/v1 Eviction, as the real server carries it out (reconciler/demo/eviction.py); a body
-        that breaks the official schema is refused first (reconciler/demo/validation.py)."""
+        """policy/v1 Eviction, as the real server carries it out (eviction.py); a body
+        that breaks the official schema is refused first (validation.py)."""
         if self.validate_writes and isinstance(body, dict):
             problems = validation.schema_problems({"kind": "Eviction", "apiVersion": "policy/v1", **body})
             if problems:

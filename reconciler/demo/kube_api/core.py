@@ -14,8 +14,9 @@ import uuid
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
+from http.server import ThreadingHTTPServer
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
@@ -37,9 +38,6 @@ from reconciler.demo.kube_api.storage import (
 from reconciler.demo.kube_api.store import controller_of
 from reconciler.demo.kube_api.types import Fault, Obj, Query
 from reconciler.demo.kube_api.wire import _WATCHED_BY_CONTROLLERS, RecordedRequest, _dumps_exact, _Reply
-
-if TYPE_CHECKING:  # started by FakeKubeAPI (api.py): only a type here
-    from reconciler.demo.kube_api.http import _Server
 
 
 class _View:
@@ -101,7 +99,7 @@ class _Core(ABC):
         self._label_cache: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
         self._field_cache: dict[tuple[str, ...], dict[str, str]] = {}
         self._timers: list[threading.Timer] = []
-        self._server: _Server | None = None
+        self._server: ThreadingHTTPServer | None = None  # http.py's _Server, started by FakeKubeAPI (api.py)
         self._thread: threading.Thread | None = None
         self._connections: set[socket.socket] = set()
         self._stats_lock = threading.Lock()

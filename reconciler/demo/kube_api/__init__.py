@@ -22,8 +22,8 @@ process: `python -m reconciler.demo.kube_api --objects FILE.jsonl --port-file PA
 `serve_in_subprocess(path)`.
 
 The package, bottom up: types, resources (the resource table), errors, selectors, validation (what
-a real server refuses), store (the narrow view of the store that eviction and the controllers act
-through), disruption and replicaset (the controllers), eviction (the subresource), storage (entries,
+a real server refuses), store_view (the narrow view of the store that eviction and the controllers
+act through), disruption and replicaset (the controllers), eviction (the subresource), storage (entries,
 the event log, pages), patches, wire (requests, replies, discovery, tokens), core (state, the Python
 face for tests, the store's internals), writes and watches (the verbs), api (FakeKubeAPI: request
 handling and lists), http (the server), process (`python -m reconciler.demo.kube_api`).

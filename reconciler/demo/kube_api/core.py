@@ -35,13 +35,13 @@ from reconciler.demo.kube_api.storage import (
     _key,
     _Store,
 )
-from reconciler.demo.kube_api.store import controller_of
+from reconciler.demo.kube_api.store_view import controller_of
 from reconciler.demo.kube_api.types import Fault, Obj, Query
 from reconciler.demo.kube_api.wire import _WATCHED_BY_CONTROLLERS, RecordedRequest, _dumps_exact, _Reply
 
 
 class _View:
-    """The store as the eviction subresource and the controllers see it (store.py's
+    """The store as the eviction subresource and the controllers see it (store_view.py's
     `Store`); used with the lock held."""
 
     def __init__(self, api: _Core) -> None:

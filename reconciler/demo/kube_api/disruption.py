@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from reconciler.demo.kube_api.store import (
+from reconciler.demo.kube_api.store_view import (
     Store,
     controller_of,
     now,

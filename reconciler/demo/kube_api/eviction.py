@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from reconciler.demo.kube_api.disruption import allowed_condition
-from reconciler.demo.kube_api.store import Refusal, Store, now, pod_ready, terminating, timestamp
+from reconciler.demo.kube_api.store_view import Refusal, Store, now, pod_ready, terminating, timestamp
 from reconciler.demo.kube_api.types import Obj
 
 EvictionFault = Callable[[str, str], int | None]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 
-from reconciler.demo.kube_api.store import Store, controller_of, terminating
+from reconciler.demo.kube_api.store_view import Store, controller_of, terminating
 from reconciler.demo.kube_api.types import Obj
 
 _FINISHED = ("Succeeded", "Failed")

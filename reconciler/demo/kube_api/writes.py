@@ -17,7 +17,7 @@ from reconciler.demo.kube_api.eviction import evict
 from reconciler.demo.kube_api.patches import json_patch, merge_patch, strategic_merge_patch
 from reconciler.demo.kube_api.resources import Resource, _now
 from reconciler.demo.kube_api.storage import _Entry, _key
-from reconciler.demo.kube_api.store import Refusal
+from reconciler.demo.kube_api.store_view import Refusal
 from reconciler.demo.kube_api.types import Obj, Query
 from reconciler.demo.kube_api.wire import (
     _check_micro_times,

@@ -21,12 +21,14 @@ Tests use `FakeKubeAPI` in-process (see tests/support/kube.py); benchmarks run i
 process: `python -m reconciler.demo.kube_api --objects FILE.jsonl --port-file PATH`, or
 `serve_in_subprocess(path)`.
 
-The package, bottom up: types, resources (the resource table), errors, selectors, validation (what
-a real server refuses), store_view (the narrow view of the store that eviction and the controllers
-act through), disruption and replicaset (the controllers), eviction (the subresource), storage (entries,
-the event log, pages), patches, wire (requests, replies, discovery, tokens), core (state, the Python
-face for tests, the store's internals), writes and watches (the verbs), api (FakeKubeAPI: request
-handling and lists), http (the server), process (`python -m reconciler.demo.kube_api`).
+The package, bottom up (each module imports only those before it; .importlinter holds it to that):
+types, resources (the resource table), errors, selectors, validation (what a real server refuses),
+store_view (the narrow view of the store that eviction and the controllers act through), disruption
+(the PDB controller), replicaset (the ReplicaSet controller), eviction (the subresource), storage
+(entries, the event log, pages), patches, wire (requests, replies, discovery, tokens), core (state,
+the Python face for tests, the store's internals), http (the server; it names FakeKubeAPI only as a
+type), writes and watches (the verbs), api (FakeKubeAPI: request handling and lists), process
+(`python -m reconciler.demo.kube_api`).
 """
 
 from reconciler.demo.kube_api.api import FakeKubeAPI

@@ -47,12 +47,30 @@ def newest_complete(
     records: Mapping[str, Sequence[ApplyRecord]], *, cluster: str | None = None
 ) -> tuple[str, ApplyRecord] | None:
     """The first commit of `records` (newest first, as `read_records` orders them) with a complete
-    record (of `cluster`, when given), and its latest such record."""
+    record (of `cluster`, when given), and its latest such record (by `appliedAt`, then the note's
+    order: `appliedAt` has whole seconds)."""
     for commit, found in records.items():
-        complete = [r for r in found if r.complete and (cluster is None or r.cluster == cluster)]
+        complete = [
+            (r.applied_at, at, r)
+            for at, r in enumerate(found)
+            if r.complete and (cluster is None or r.cluster == cluster)
+        ]
         if complete:
-            return commit, max(complete, key=lambda r: r.applied_at)
+            return commit, max(complete, key=lambda item: item[:2])[2]
     return None
+
+
+def newest_first(records: Mapping[str, Sequence[ApplyRecord]]) -> list[ApplyRecord]:
+    """Every record, newest first, in a total order: by `appliedAt`, and where that ties (it has
+    whole seconds, and a run's intents share the second of its result) by place: a newer commit
+    first (apply never acts on a commit older than the last one it acted on, DESIGN §3 rule 4),
+    and on one commit the note's order read backwards (records are appended, never rewritten)."""
+    placed = [
+        (record.applied_at, -rank, at, record)
+        for rank, found in enumerate(records.values())
+        for at, record in enumerate(found)
+    ]
+    return [item[3] for item in sorted(placed, key=lambda item: item[:3], reverse=True)]
 
 
 def last_scale_up(
@@ -82,19 +100,15 @@ def last_desired(
     records: Mapping[str, Sequence[ApplyRecord]], cluster: str, *, before: datetime | None = None
 ) -> dict[str, int]:
     """Each group's DesiredCapacity as the newest apply of this cluster (or the newest before
-    `before`) left it: a different value in AWS now was set by someone else (drift, DESIGN §3.7)."""
-    newest_first = sorted(
-        (
-            r
-            for found in records.values()
-            for r in found
-            if r.cluster == cluster and (before is None or r.applied_at < before)
-        ),
-        key=lambda r: r.applied_at,
-        reverse=True,
-    )
+    `before`) left it: a different value in AWS now was set by someone else (drift, DESIGN §3.7).
+
+    Newest by `newest_first`, never by `appliedAt` alone: after a clean 3 -> 1 the run's first
+    intent (3 -> 2) shares the second of its result (3 -> 1), and must not be taken for the last
+    word (`status` would then call our own 1 drift "from 2")."""
     left: dict[str, int] = {}
-    for record in newest_first:
+    for record in newest_first(records):
+        if record.cluster != cluster or (before is not None and record.applied_at >= before):
+            continue
         for group in record.groups:
             left.setdefault(group.name, group.desired_after)
     return left

@@ -10,7 +10,7 @@ The manifest's `desired` counts the instances listed under `removeInstances` (do
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from reconciler.domain.markdown import BODY_BUDGET, GITHUB_BODY_LIMIT, Part, code, fit, inline
 from reconciler.gitops.manifest import GroupEntry, Manifest, Removal, parse_manifest
@@ -54,13 +54,15 @@ class Edited:
 
 def main_edits(plan: Plan, text: str | None, label: str) -> Edited | None:
     """Scale-ups, new groups, mirror updates, cancellations and settled removals, as one commit on
-    main; None when the manifest would not change."""
+    main; None when the manifest would not change. Its subject names everything it changes (a
+    commit that settles removals is never titled as a mirror update)."""
     editor = ManifestEditor.new(plan.cluster, label) if text is None else ManifestEditor(text, label)
     before = editor.manifest() if text is not None else Manifest(plan.cluster)
     changes: list[Change] = []
     reasons: list[Reason] = []
     added: list[str] = []
     restores: list[Change] = []
+    work = _Bookkeeping()
     for group in plan.groups:
         entry = before.group(group.name)
         proposed = new_removals(group, entry)
@@ -75,16 +77,27 @@ def main_edits(plan: Plan, text: str | None, label: str) -> Edited | None:
             continue
         if (entry.min_size, entry.max_size) != (group.min_size, group.max_size):
             editor.set_mirror(group.name, group.min_size, group.max_size)
+            work.mirrored.append(group.name)
+            work.notes.append(
+                f"{group.name}: mirror of the ASG's min/max sizes, {entry.min_size}..{entry.max_size} -> "
+                f"{group.min_size}..{group.max_size}"
+            )
         if group.held:
             continue
         listed = set(entry.removal_ids)
         kept = {r.instance_id for r in group.removals if r.instance_id in listed}
         gone = listed - kept - set(group.cancelled_removals)
+        cancelled = listed & set(group.cancelled_removals)
         if gone:
             editor.settle_removals(group.name, gone)
+            work.settled[group.name] = len(gone)
         if group.cancelled_removals:
             editor.shrink_removals(group.name, kept)
+            if cancelled:
+                work.cancelled[group.name] = len(cancelled)
         editor.set_desired(group.name, target + len(kept))
+        if entry.desired != target + len(kept):
+            work.desired[group.name] = (entry.desired, target + len(kept))
         if target != entry.target:
             changes.append(Change(group.name, entry.target, target))
             if group.action != SCALE_DOWN and group.reasons:
@@ -94,14 +107,23 @@ def main_edits(plan: Plan, text: str | None, label: str) -> Edited | None:
             else:  # rule 2: a decrease is named instances; the plan proposes them, if any may go
                 restores.append(changes[-1])
                 reasons.append(Reason(group.name, f"{RESTORED}: restored"))
+        elif gone:  # the target stays: apply already took the instances; main drops them
+            work.notes.append(
+                f"{group.name}: {len(gone)} approved removal(s) applied, settled: {', '.join(sorted(gone))} "
+                f"dropped from removeInstances, desired {entry.desired} -> {target + len(kept)}"
+            )
+        if cancelled and target == entry.target:
+            work.notes.append(
+                f"{group.name}: {len(cancelled)} approved removal(s) cancelled: {', '.join(sorted(cancelled))}"
+            )
     if not editor.changed:
         return None
     if added:
         reasons.append(Reason("", f"new group(s) at their current size: {', '.join(added)}"))
-    if not reasons:
-        reasons.append(Reason("", "mirror of the ASGs' min/max sizes updated"))
+    # the bookkeeping of groups whose target stays: trailers name a group only where it changes
+    reasons += [Reason("", note) for note in work.notes]
     restored = tuple(c.group for c in restores)
-    summary = summarize(changes, restores=restored) if changes else _bookkeeping_summary(added)
+    summary = work.summary(summarize(changes, restores=restored) if changes else "", added)
     message = CapacityMessage(
         cluster=plan.cluster,
         summary=summary,
@@ -110,6 +132,47 @@ def main_edits(plan: Plan, text: str | None, label: str) -> Edited | None:
         restores=restored,
     )
     return Edited(editor.render(), build_message(message), tuple(changes), tuple(restores))
+
+
+@dataclass
+class _Bookkeeping:
+    """What a commit on main changes besides targets, so its subject can say so."""
+
+    mirrored: list[str] = field(default_factory=list)
+    settled: dict[str, int] = field(default_factory=dict)  # group -> applied removals settled
+    cancelled: dict[str, int] = field(default_factory=dict)  # group -> approved removals cancelled
+    desired: dict[str, tuple[int, int]] = field(default_factory=dict)  # group -> manifest desired moved
+    notes: list[str] = field(default_factory=list)  # why, per group, for the commit's reasons
+
+    def summary(self, changes: str, added: list[str], limit: int = 100) -> str:
+        """Every kind of edit the commit makes, capacity changes first, each as short as it fits."""
+        long, short = [changes] if changes else [], [changes] if changes else []
+        if self.settled:
+            long.append(
+                "settle applied removals: "
+                + ", ".join(
+                    f"{g} {self.desired[g][0]} -> {self.desired[g][1]}" if g in self.desired else g
+                    for g in self.settled
+                )
+            )
+            short.append(
+                f"settle {sum(self.settled.values())} applied removal(s) in {len(self.settled)} group(s)"
+            )
+        if self.cancelled:
+            long.append("cancel removals: " + ", ".join(f"{g} ({n})" for g, n in self.cancelled.items()))
+            short.append(
+                f"cancel {sum(self.cancelled.values())} removal(s) in {len(self.cancelled)} group(s)"
+            )
+        if added:
+            long.append(f"track {', '.join(added)} at current size")
+            short.append(f"track {len(added)} new group(s) at their current size")
+        if self.mirrored:
+            long.append(f"mirror min/max of {', '.join(self.mirrored)}")
+            short.append(f"mirror min/max of {len(self.mirrored)} group(s)")
+        text = "; ".join(long)
+        if len(text) <= limit:
+            return text or "update the manifest"
+        return "; ".join(short)
 
 
 RESTORED = "desired lowered by hand without naming instances"
@@ -123,12 +186,6 @@ def restore_note(change: Change, branch: str) -> str:
         "is only ever named instances, and apply never lowers desired by a number; the plan proposes "
         "the instances to remove when some may go)"
     )
-
-
-def _bookkeeping_summary(added: list[str]) -> str:
-    if added:
-        return f"track {len(added)} new group(s) at their current size"
-    return "mirror ASG min/max sizes"
 
 
 @dataclass(frozen=True)

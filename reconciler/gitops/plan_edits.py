@@ -113,9 +113,8 @@ def main_edits(plan: Plan, text: str | None, label: str) -> Edited | None:
                 f"dropped from removeInstances, desired {entry.desired} -> {target + len(kept)}"
             )
         if cancelled and target == entry.target:
-            work.notes.append(
-                f"{group.name}: {len(cancelled)} approved removal(s) cancelled: {', '.join(sorted(cancelled))}"
-            )
+            named = ", ".join(sorted(cancelled))
+            work.notes.append(f"{group.name}: {len(cancelled)} approved removal(s) cancelled: {named}")
     if not editor.changed:
         return None
     if added:

@@ -99,7 +99,7 @@ def status(config_file: str | None, output: str, snapshot: Path | None) -> None:
 @_output_option("table", "json", "yaml", "csv")
 @_snapshot_option
 @click.option("--dry-run", is_flag=True, help="Compute and print the plan; write nothing to Git.")
-def plan(config_file: str | None, output: str, snapshot: Path | None, dry_run: bool) -> None:
+def plan(config_file: str | None, output: str, snapshot: Path | None, dry_run: bool) -> int:
     """Compute each group's desired capacity; without --dry-run, write it to Git."""
     from reconciler.runtime.plan_stage import plan_once
     from reconciler.views.plan import render_plan_csv, render_plan_table
@@ -118,6 +118,9 @@ def plan(config_file: str | None, output: str, snapshot: Path | None, dry_run: b
             click.echo(note, err=output != "table")
     for note in run.notes:  # a dry run's: what it would write besides the plan
         click.echo(note, err=output != "table")
+    if run.published is not None and run.published.refused:
+        return 3  # written what could be; a person's broken proposal refused (its note says the way out)
+    return 0
 
 
 @cli.command(name="apply")

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from reconciler.config.settings import Config
+from reconciler.domain.errors import UserError
 from reconciler.domain.markdown import BODY_BUDGET, GITHUB_BODY_LIMIT, Part, fenced, fit, inline
 from reconciler.gitops.errors import GitError
 from reconciler.gitops.forge import Forge, PullRequest, open_or_update
@@ -42,6 +43,8 @@ class Published:
     proposal_action: str = "none"  # none | opened | updated | unchanged | shrunk | closed | kept | conflict
     state_commit: str | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # what the plan refused to write, each with its way out (a proposal a person broke): exit 3
+    refused: tuple[str, ...] = ()
 
 
 Replan = Callable[[str | None], Plan]
@@ -72,6 +75,9 @@ def publish(
         return None if edited is None else Update(edited.text, edited.message)
 
     notes: list[str] = []
+    # Read before anything is pushed: a proposal that cannot be read is refused whole, never found
+    # out halfway through (main pushed, the state not saved), and never a reason to stop the rest.
+    broken = proposal_problem(copy, config)
     if config.scale_up.review:
         main_commit = None
         _publish_for_review(plan, planned_on, copy, forge, config, notes)
@@ -84,11 +90,42 @@ def publish(
     if main_commit:
         notes.append(f"committed {main_commit[:12]} to {branch}")
         notes += [restore_note(c, branch) for c in restored]
-    proposal = _publish_proposal(plan, main_text, copy, forge, config, notes)
+    # the state before the proposal: a proposal the forge or a racing push refuses loses no memory
     state_commit = save_state(copy, config.cluster, _state(plan))
     if state_commit:
         notes.append(f"state saved on asg-reconciler/{config.cluster}/state ({state_commit[:12]})")
-    return Published(plan, main_commit, proposal[0], proposal[1], proposal[2], state_commit, tuple(notes))
+    refused: list[str] = []
+    proposal = _publish_proposal(plan, main_text, copy, forge, config, notes, broken, refused)
+    return Published(
+        plan,
+        main_commit,
+        proposal[0],
+        proposal[1],
+        proposal[2],
+        state_commit,
+        tuple(notes),
+        tuple(refused),
+    )
+
+
+def proposal_problem(copy: WorkingCopy, config: Config) -> str | None:
+    """Why the scale-down proposal branch cannot be read (its manifest is not valid), or None."""
+    branch = proposal_branch(config.cluster)
+    if copy.head(branch) is None:
+        return None
+    try:
+        listed_removals(copy.read_file(config.manifest_path, branch), f"{branch}:{config.manifest_path}")
+    except UserError as exc:
+        return str(exc)
+    return None
+
+
+def way_out_of_a_broken_proposal(branch: str) -> str:
+    """The commands that unjam a proposal the bot may not rewrite."""
+    return (
+        f"fix it on the branch (the error names the line), or drop it: git push origin --delete {branch} "
+        "(the next plan proposes again from main)"
+    )
 
 
 def _publish_for_review(
@@ -147,7 +184,14 @@ def _state(plan: Plan) -> State:
 
 
 def _publish_proposal(
-    plan: Plan, main_text: str | None, copy: WorkingCopy, forge: Forge, config: Config, notes: list[str]
+    plan: Plan,
+    main_text: str | None,
+    copy: WorkingCopy,
+    forge: Forge,
+    config: Config,
+    notes: list[str],
+    broken: str | None = None,
+    refused: list[str] | None = None,
 ) -> tuple[str | None, PullRequest | None, str]:
     cluster, path, base = config.cluster, config.manifest_path, config.git.branch
     branch = proposal_branch(cluster)
@@ -156,6 +200,18 @@ def _publish_proposal(
     head = copy.head(branch)
     existing_text = copy.read_file(path, branch) if head else None
     pr = forge.find_open(branch) if head else None
+    if head is not None and broken is not None:
+        locked = _locked_reason(copy, forge, pr, branch, base, head, config)
+        if locked is not None:  # a person's work: never rewritten, never half-read
+            said = (
+                f"proposal {branch} refused: {broken}; {locked}, so the bot leaves it as it is and "
+                f"proposes nothing new meanwhile: {way_out_of_a_broken_proposal(branch)}"
+            )
+            notes.append(said)
+            if refused is not None:
+                refused.append(said)
+            return head, pr, "refused"
+        existing_text = None  # the bot's own and unreadable: rebuilt from main, or closed, below
     if head is None:
         if draft is None:
             return None, None, "none"
@@ -171,10 +227,10 @@ def _publish_proposal(
     wanted = draft.removals if draft is not None else {}
     main_head = copy.head(base)
     mergeable = main_head is None or copy.merges_cleanly(main_head, head)
-    if current == wanted and mergeable:
+    if current == wanted and mergeable and existing_text is not None:
         return head, pr, "unchanged"  # low noise: no push, no PR edit
     locked = _locked_reason(copy, forge, pr, branch, base, head, config)
-    if current == wanted and locked is not None:
+    if current == wanted and locked is not None and existing_text is not None:
         notes.append(f"proposal {branch} conflicts with {base} and {locked}: a person must resolve it")
         return head, pr, "conflict"
     if not wanted:

@@ -235,8 +235,12 @@ class Runner:
         for line in self._new_lines("plan-decisions", decisions):  # an open proposal: said once
             _log.info("plan: %s", line)
         published = run.published
+        refused = published.refused if published is not None else ()
         for note in published.notes if published is not None else ():
-            _log.info("plan: %s", note)
+            if note not in refused:
+                _log.info("plan: %s", note)
+        for line in self._new_lines("plan-refused", refused):  # said once, again when it changes
+            _log.warning("plan: %s", line)
         said = (run.searched,)  # where discovery looked: _say_groups said it, when the count changed
         for line in self._new_lines(PLAN, tuple(w for w in plan.warnings if w not in said)):
             _log.warning("plan: %s", line)

@@ -108,7 +108,11 @@ def approve(
             main = git.run("rev-parse", "refs/main^{commit}").strip()
             if git.is_ancestor(proposal, main):
                 raise UserError(
-                    f"proposal {proposal_branch} ({proposal[:12]}) is already merged into {main_branch}"
+                    f"proposal {proposal_branch} ({proposal[:12]}) is already merged into {main_branch}: "
+                    "nothing to approve. If apply refuses what it lists as not approved (a merge made "
+                    "with the forge's button carries no signature apply accepts), run `asg-reconciler "
+                    "plan`: it withdraws those removals from main and proposes them again; approve that "
+                    "proposal with `asg-reconciler approve`"
                 )
             if manifest is not None:
                 _check_manifest(git, manifest, main, f"{main_branch} ({main[:12]})", "fix it there first")

@@ -32,10 +32,17 @@ def open_proposal(copy: WorkingCopy, cluster: str, main: str, manifest_path: str
     commit = copy.head(branch)
     if commit is None:
         return None
+    tip = copy.head(main)
+    if tip is not None and copy.is_ancestor(commit, tip):
+        return None  # merged already: it waits for nobody (the next plan deletes it)
     try:
         removals = listed_removals(copy.read_file(manifest_path, branch), branch)
+        on_main = listed_removals(copy.read_file(manifest_path, main), main) if tip is not None else {}
     except UserError:
-        removals = {}  # unreadable: shown as a proposal naming nothing it can tell
+        removals, on_main = {}, {}  # unreadable: shown as a proposal naming nothing it can tell
+    # what it adds: the instances main already lists are approved (or refused) there, not proposed
+    removals = {g: tuple(i for i in ids if i not in on_main.get(g, ())) for g, ids in removals.items()}
+    removals = {g: ids for g, ids in removals.items() if ids}
     own = copy.first_parent(branch, since=copy.head(main))  # newest first
     first = own[-1] if own else commit
     opened = git.Repo(copy.path).commit(first).committed_datetime.astimezone(UTC)

@@ -108,6 +108,11 @@ def publish(
     )
 
 
+def _short_name(branch: str, cluster: str) -> str:
+    """The PROPOSAL argument `approve` takes for this cluster's branch."""
+    return "scale-down" if branch == proposal_branch(cluster) else branch
+
+
 def proposal_problem(copy: WorkingCopy, config: Config) -> str | None:
     """Why the scale-down proposal branch cannot be read (its manifest is not valid), or None."""
     branch = proposal_branch(config.cluster)
@@ -198,6 +203,21 @@ def _publish_proposal(
     label = f"{branch}:{path}"
     draft = proposal_draft(plan, main_text, label, branch) if main_text is not None else None
     head = copy.head(branch)
+    main_head = copy.head(base)
+    if head is not None and main_head is not None and copy.is_ancestor(head, main_head):
+        # Spent: merged into main already (and maybe reverted there, or withdrawn by the plan as a
+        # merge apply refuses). It can propose nothing more: delete it, and propose afresh below.
+        try:
+            copy.delete_branch(branch, head)
+        except PushRejected:
+            raise GitError(
+                f"the proposal branch {branch} moved while we deleted it: the next plan looks again"
+            ) from None
+        notes.append(
+            f"proposal {branch} ({head[:12]}) was already merged into {base}: deleted, so a new "
+            "proposal can be opened"
+        )
+        head, broken = None, None
     existing_text = copy.read_file(path, branch) if head else None
     pr = forge.find_open(branch) if head else None
     if head is not None and broken is not None:
@@ -221,11 +241,14 @@ def _publish_proposal(
         copy.force_push(sha, branch, expected=None)
         pr = open_or_update(forge, title=draft.title, body=draft.body, head=branch, base=base)
         notes.append(f"proposal {branch}: {pr.message or pr.url}")
+        if config.approval.mode == "signed":
+            notes.append(
+                f"approve it with `asg-reconciler approve {_short_name(branch, cluster)}`, not a merge button"
+            )
         return sha, pr, "opened"
 
     current = _proposed(existing_text, main_text, label)
     wanted = draft.removals if draft is not None else {}
-    main_head = copy.head(base)
     mergeable = main_head is None or copy.merges_cleanly(main_head, head)
     if current == wanted and mergeable and existing_text is not None:
         return head, pr, "unchanged"  # low noise: no push, no PR edit

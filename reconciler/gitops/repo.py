@@ -358,6 +358,15 @@ class WorkingCopy:
                 return False
             return True
 
+    def is_ancestor(self, ancestor: str, descendant: str) -> bool:
+        """Whether `ancestor` is in `descendant`'s history (a branch merged into it: a spent proposal)."""
+        with self._locked():
+            try:
+                self._git("merge-base", "--is-ancestor", ancestor, descendant)
+            except OperationError:
+                return False
+            return True
+
     def commits_not_by(self, branch: str, base: str, email: str) -> list[CommitInfo]:
         """Commits on `branch` but not on `base` that `email` did not both author and commit."""
         with self._locked():

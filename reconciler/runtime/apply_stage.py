@@ -64,6 +64,7 @@ from reconciler.kube.drain import NodeDrainer
 from reconciler.kube.errors import KubernetesError
 from reconciler.kube.lease import ApplyLease, LeaseLost
 from reconciler.runtime.plan_stage import read_manifest, working_copy
+from reconciler.runtime.unsigned_merges import manifests_reader as manifests_reader
 from reconciler.runtime.world import observe
 
 _log = logging.getLogger(__name__)
@@ -116,24 +117,6 @@ def resolve_ref(copy: WorkingCopy, ref: str) -> str | None:
         except (git.BadName, ValueError, KeyError, OSError):  # `a:b`, `main@{1}`: no commit, no crash
             continue
     return None
-
-
-def manifests_reader(copy: WorkingCopy, config: Config) -> Callable[[str], Manifest | Unreadable | None]:
-    """Each commit's manifest, read once: None when there is none, Unreadable when it does not parse
-    (the removals it might have brought are then refused, never credited to a later commit)."""
-    manifests: dict[str, Manifest | Unreadable | None] = {}
-
-    def manifest_at(sha: str) -> Manifest | Unreadable | None:
-        if sha not in manifests:
-            try:
-                manifests[sha] = read_manifest(
-                    copy.read_file(config.manifest_path, sha), f"{sha[:12]}:{config.manifest_path}"
-                )
-            except UserError as exc:
-                manifests[sha] = Unreadable(str(exc))
-        return manifests[sha]
-
-    return manifest_at
 
 
 def _committed_at(copy: WorkingCopy, sha: str) -> datetime:

@@ -35,10 +35,12 @@ from reconciler.gitops.record_reading import Records, last_desired, last_scale_u
 from reconciler.gitops.record_store import read_records
 from reconciler.gitops.repo import Update, WorkingCopy
 from reconciler.gitops.state import load_state
+from reconciler.gitops.withdraw import Withdrawal, withdrawal
 from reconciler.planning.plan import make_plan
 from reconciler.planning.types import CommittedGroup, Plan, PlanInputs, PlannerMemory
 from reconciler.runtime.capacity_repo import default_work_dir as default_work_dir
 from reconciler.runtime.capacity_repo import working_copy as working_copy
+from reconciler.runtime.unsigned_merges import unsigned_removals
 from reconciler.runtime.world import observe
 
 
@@ -185,7 +187,11 @@ def _plan_once(
     dry_run = dry_run or blind
     if not dry_run:
         guard()
+    withdrawn_text, withdrawn = withdraw_unsigned(copy, config, text, dry_run=dry_run)
+    if withdrawn_text != text:  # the planner starts from main without them (and may propose them again)
+        text, manifest = withdrawn_text, read_manifest(withdrawn_text, label)
     adopted_text, adopted = adopt_drift(copy, config, inventory, records, text, dry_run=dry_run)
+    adopted = withdrawn + adopted
     if adopted_text != text:  # the planner starts from the adopted values (its baseline, rule 1)
         text, manifest = adopted_text, read_manifest(adopted_text, label)
     inputs = PlanInputs(
@@ -251,6 +257,46 @@ def planned(inputs: PlanInputs) -> Plan:
     plan = make_plan(inputs)
     unseen = inputs.inventory.state.warnings
     return replace(plan, warnings=plan.warnings + unseen) if unseen else plan
+
+
+def withdraw_unsigned(
+    copy: WorkingCopy, config: Config, text: str | None, *, dry_run: bool
+) -> tuple[str | None, tuple[str, ...]]:
+    """Removals on main that apply can never accept (added by a commit with no SSH signature under
+    approval.mode signed: a proposal merged with the forge's button) are withdrawn in a commit of
+    their own, before anything is planned, so the plan proposes them again for a signed approval
+    (reconciler/gitops/withdraw.py). Main's text afterwards, and what was (would be) written."""
+    if text is None or not listed_removals(text, f"{config.git.branch}:{config.manifest_path}"):
+        return text, ()
+    branch, path = config.git.branch, config.manifest_path
+    label = f"{branch}:{path}"
+    latest: dict[str, Withdrawal] = {}
+
+    def edit(current: str | None) -> Withdrawal | None:
+        if current is None:
+            return None
+        refused = unsigned_removals(copy, config)
+        return withdrawal(current, label, config.cluster, refused) if refused else None
+
+    if dry_run:
+        planned = edit(text)
+        if planned is None:
+            return text, ()
+        return planned.text, tuple(f"would commit to {branch}: {note}" for note in planned.notes)
+
+    def change(current: str | None) -> Update | None:
+        latest.clear()
+        planned = edit(current)
+        if planned is None:
+            return None
+        latest["edit"] = planned
+        return Update(planned.text, planned.message)
+
+    sha = copy.update(branch, path, change)
+    if "edit" not in latest or not sha:
+        return text, ()
+    done = latest["edit"]
+    return done.text, (f"committed {sha[:12]} to {branch}: {done.notes[0]}", *done.notes[1:])
 
 
 def adopt_drift(

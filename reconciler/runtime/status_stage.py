@@ -19,16 +19,20 @@ from reconciler.gitops.proposal import open_proposal
 from reconciler.kube.client import api_client
 from reconciler.kube.control import Switch
 from reconciler.runtime.plan_stage import committed_on_main, working_copy
+from reconciler.runtime.unsigned_merges import unsigned_removals
 from reconciler.runtime.world import observe
 from reconciler.views.status import ProposalStatus, StatusReport, build_status
 
 
 def status_once(config: Config, snapshot: Path | None, now: datetime) -> StatusReport:
     committed, label, error, applied, proposal = None, None, None, None, None
+    unapproved: set[str] = set()
     if config.git.url:
         try:
             committed, label, applied = committed_on_main(config)
             proposal = _proposal(config)
+            copy = working_copy(config, fetch=False)
+            unapproved = {i for _, i in unsigned_removals(copy, config)}
         except ReconcilerError as exc:
             error = str(exc)
     reader = AwsReader(config)
@@ -36,7 +40,14 @@ def status_once(config: Config, snapshot: Path | None, now: datetime) -> StatusR
     if not inventory.groups:  # exit 2, as plan: a config that finds no ASG is to be fixed first
         raise UserError(f"{config.source or 'config'}: nodeGroups: {nothing_found(config, reader.region)}")
     report = build_status(
-        config.cluster, inventory, committed, label, error, last_applied=applied, proposal=proposal
+        config.cluster,
+        inventory,
+        committed,
+        label,
+        error,
+        last_applied=applied,
+        proposal=proposal,
+        unapproved=unapproved,
     )
     report = replace(report, aws_calls=reader.counter.snapshot())
     report = replace(report, warnings=report.warnings + inventory.state.warnings)  # what the read missed

@@ -7,7 +7,7 @@ applied, and an AWS desired above the manifest (changed outside the tool, or low
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -40,6 +40,9 @@ class GroupStatus:
     manifest_desired: int | None = None
     unapplied_increase: int = 0
     approved_removals: tuple[str, ...] = ()  # approved on main, instance still in the ASG
+    # listed on main, still in the ASG, and never approvable: added by a commit with no SSH signature
+    # under approval.mode signed (a proposal merged with the forge's button); not in approved_removals
+    unapproved_removals: tuple[str, ...] = ()
     above_manifest: int = 0  # AWS desired minus what the manifest allows
     held: bool = False
     proposed_removals: tuple[str, ...] = ()  # named by the open scale-down proposal, not approved yet
@@ -51,10 +54,13 @@ class GroupStatus:
         notes = []
         if self.unapplied_increase:
             notes.append(f"+{self.unapplied_increase} to apply")
+        # counts, never signed numbers: "-1 approved" read as a negative count
         if self.approved_removals:
-            notes.append(f"-{len(self.approved_removals)} approved")
+            notes.append(f"{len(self.approved_removals)} to remove, approved")
+        if self.unapproved_removals:
+            notes.append(f"{len(self.unapproved_removals)} listed, not approved")
         if self.proposed_removals:
-            notes.append(f"-{len(self.proposed_removals)} proposed")
+            notes.append(f"{len(self.proposed_removals)} proposed for removal")
         if self.above_manifest:
             notes.append(f"AWS +{self.above_manifest}")
         if self.held:
@@ -82,6 +88,7 @@ def group_document(g: GroupStatus) -> dict[str, Any]:
         "templateSource": g.template_source,
         "unappliedIncrease": g.unapplied_increase,
         "approvedRemovals": list(g.approved_removals),
+        "unapprovedRemovals": list(g.unapproved_removals),
         "proposedRemovals": list(g.proposed_removals),
         "aboveManifest": g.above_manifest,
         "held": g.held,
@@ -172,6 +179,13 @@ def manifest_warnings(status: GroupStatus) -> list[str]:
         warnings.append(
             f"approved removal not applied yet: {', '.join(status.approved_removals)} (apply drains them)"
         )
+    if status.unapproved_removals:
+        warnings.append(
+            f"listed for removal on main but not approved: {', '.join(status.unapproved_removals)} (added "
+            "by a commit with no SSH signature, e.g. a proposal merged with the forge's button; "
+            "approval.mode signed never accepts it): apply refuses it; the next `asg-reconciler plan` "
+            "withdraws it from main and proposes it again, for `asg-reconciler approve scale-down`"
+        )
     if status.above_manifest:
         warnings.append(
             f"AWS desired {status.desired} is {status.above_manifest} above the manifest: changed outside "
@@ -206,6 +220,7 @@ def build_status(
     *,
     last_applied: Mapping[str, int] | None = None,
     proposal: ProposalStatus | None = None,
+    unapproved: Collection[str] = (),
 ) -> StatusReport:
     """`committed` is the manifest on main (None when not read: no git.url, or `manifest_error`)."""
     proposed = proposal.removals if proposal is not None else {}
@@ -239,7 +254,8 @@ def build_status(
             warnings=tuple(group_warnings(entry)),
             manifest_desired=entry_on_main.desired if entry_on_main else None,
             unapplied_increase=base.unapplied_increase,
-            approved_removals=base.approved_present,
+            approved_removals=tuple(i for i in base.approved_present if i not in unapproved),
+            unapproved_removals=tuple(i for i in base.approved_present if i in unapproved),
             above_manifest=base.manual_decrease,
             held=base.held,
             proposed_removals=tuple(proposed.get(entry.name, ())),

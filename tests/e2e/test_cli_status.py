@@ -204,8 +204,10 @@ def _manifest(general: str) -> str:
 def test_status_compares_each_group_with_the_manifest_on_main(
     aws: MotoAws, world: tuple[Path, Path], bare_remote: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """AWS says 2 for general; main says 4 with one of its instances approved for removal: 4 - 1 = 3
-    is the target, one to add and one to drain. gpu is not in the manifest. Reading changes nothing."""
+    """AWS says 2 for general; main says 4 with one of its instances listed for removal: 4 - 1 = 3
+    is the target, one to add and one to drain. The commit that listed it is not signed, so under
+    approval.mode signed it is listed, not approved (counts, never "-1"). gpu is not in the
+    manifest. Reading changes nothing."""
     config, snapshot = world
     config.write_text(
         config.read_text() + f"git: {{url: '{bare_remote}', workDir: '{config.parent / 'w'}'}}\n"
@@ -219,19 +221,17 @@ def test_status_compares_each_group_with_the_manifest_on_main(
     assert result.code == 0, result.err
     assert "manifest main:capacity/prod.yaml" in result.out
     general = next(line for line in result.out.splitlines() if line.startswith("general "))
-    assert "3 (+2 to apply, -1 approved)" in general
-    assert f"general: approved removal not applied yet: {doomed}" in result.out
+    assert "3 (+2 to apply, 1 listed, not approved)" in general
+    assert f"general: listed for removal on main but not approved: {doomed}" in result.out
+    assert "asg-reconciler plan" in result.out  # the way out
     assert "gpu: not in the manifest yet" in result.out
 
     report = json.loads(
         run(capsys, "status", "--config", str(config), "--snapshot", str(snapshot), "-o", "json").out
     )
     entry = next(g for g in report["nodeGroups"] if g["name"] == "general")
-    assert (entry["manifestDesired"], entry["unappliedIncrease"], entry["approvedRemovals"]) == (
-        3,
-        2,
-        [doomed],
-    )
+    assert (entry["manifestDesired"], entry["unappliedIncrease"], entry["approvedRemovals"]) == (3, 2, [])
+    assert entry["unapprovedRemovals"] == [doomed]
     assert report["manifest"] == "main:capacity/prod.yaml"
     assert git("rev-parse", "refs/heads/main", cwd=bare_remote).strip() == tip
     assert git("for-each-ref", "--format=%(refname)", cwd=bare_remote).split() == ["refs/heads/main"]

@@ -24,11 +24,11 @@ def test_status_names_the_proposed_instances_and_how_long_they_wait(
         "scale-down proposal asg-reconciler/prod/scale-down, waiting 0m for approval: "
         f"general: {world.b_id}" in shown.out
     )
-    assert "(-1 proposed)" in shown.out  # the MANIFEST column
+    assert "(1 proposed for removal)" in shown.out  # the MANIFEST column: counts, never "-1"
     data = json.loads(world.cli(capsys, "status", "--output", "json").out)
     jsonschema.validate(data, load_schema("status"))
     assert data["proposal"]["removals"] == {"general": [world.b_id]}
     assert data["nodeGroups"][0]["proposedRemovals"] == [world.b_id]
     assert world.cli(capsys, "approve", "scale-down").code == 0
     after = world.cli(capsys, "status")
-    assert "scale-down proposal" not in after.out and "-1 approved" in after.out
+    assert "scale-down proposal" not in after.out and "(1 to remove, approved)" in after.out

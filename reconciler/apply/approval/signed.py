@@ -35,6 +35,13 @@ NAME = "signed"
 KEY = "approval.allowedSigners"
 FORMAT_HINT = "one line per approver: `alice@example.com ssh-ed25519 AAAA...`"
 
+# A proposal merged with the forge's button (GitHub signs with its own PGP key, or not at all) never
+# passes: the plan recovers from it (reconciler/gitops/withdraw.py), and the refusal says so.
+MERGED_BY_BUTTON = (
+    "; if it is a proposal merged with the forge's button, the next `asg-reconciler plan` withdraws "
+    "what it added from main and proposes it again, for `asg-reconciler approve`"
+)
+
 _SSH_ARMOR = "-----BEGIN SSH SIGNATURE-----"
 _PGP_ARMOR = "-----BEGIN PGP SIGNATURE-----"
 _GOOD = re.compile(r'^Good "git" signature for (?P<who>.+?) with (?P<kind>\S+) key (?P<fp>\S+)', re.MULTILINE)
@@ -154,14 +161,16 @@ class SignedGate:
                 False,
                 "",
                 f"{short(commit)} is not signed; approve a proposal with `asg-reconciler approve "
-                f"PROPOSAL`, or make the change as a commit signed with an SSH key listed in {KEY}",
+                f"PROPOSAL`, or make the change as a commit signed with an SSH key listed in {KEY}"
+                f"{MERGED_BY_BUTTON}",
             )
         if kind != "ssh":
             return Verdict(
                 False,
                 "",
                 f"{short(commit)} carries an {kind} signature, but approval.mode signed accepts SSH "
-                f"signatures only; approve again with an SSH key listed in {KEY} (gpg.format ssh)",
+                f"signatures only; approve again with an SSH key listed in {KEY} (gpg.format ssh)"
+                f"{MERGED_BY_BUTTON}",
             )
         result = self._git(
             repo_path,

@@ -1,0 +1,93 @@
+"""A proposal merged with the forge's button under `approval.mode: signed` (the default): apply can
+never accept it, so nothing may jam (issue 28, the trial: apply refused "not signed", `status` showed
+"-1 approved", `approve` said "already merged", a revert left plan with "nothing to write"; only
+deleting the branch by hand moved it, and nothing said so). Every stuck state names its way out,
+and the plan recovers by itself: it withdraws what the unsigned merge added and proposes it again."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from tests.support.apply_steps import show
+from tests.support.apply_world import MAIN_PATH, PROPOSAL, World, manifest_on_main
+from tests.support.git import BOB, git
+
+
+def head(world: World, branch: str) -> str | None:
+    found = git("for-each-ref", "--format=%(objectname)", f"refs/heads/{branch}", cwd=world.remote).strip()
+    return found or None
+
+
+def merged_with_the_button(world: World, capsys: pytest.CaptureFixture[str]) -> str:
+    planned = world.cli(capsys, "plan")
+    assert planned.code == 0, show(planned)
+    # GitHub's button: a merge commit by a person, with no SSH signature (GitHub signs it with its
+    # own PGP key, or not at all); the branch stays unless the repository deletes it
+    return BOB.merge(
+        world.remote, "main", PROPOSAL, "Merge pull request #1 from asg-reconciler/prod/scale-down"
+    )
+
+
+def test_every_stuck_state_names_its_way_out_and_plan_proposes_again(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    merge = merged_with_the_button(world, capsys)
+    assert world.b_id in manifest_on_main(world)
+
+    refused = world.cli(capsys, "apply")
+    assert refused.code == 3, show(refused)
+    assert "not approved" in refused.out and "asg-reconciler plan" in refused.out, show(refused)
+    assert world.desired() == 2 and world.b_id in world.in_service()
+
+    status = world.cli(capsys, "status")
+    assert status.code == 0, show(status)
+    assert "-1" not in status.out, status.out  # never a negative count
+    data = json.loads(world.cli(capsys, "status", "--output", "json").out)
+    (group,) = data["nodeGroups"]
+    said = " ".join(group["warnings"])
+    assert "not approved" in said and "asg-reconciler plan" in said, said
+
+    again = world.cli(capsys, "approve", "scale-down")
+    assert again.code == 2, show(again)
+    assert "already merged" in again.err and "asg-reconciler plan" in again.err, show(again)
+
+    planned = world.cli(capsys, "plan")
+    assert planned.code == 0, show(planned)
+    said = planned.out + planned.err
+    assert "withdr" in said and merge[:12] in said, said
+    assert "asg-reconciler approve scale-down" in said, said
+    # main no longer lists it (its target unchanged), and a fresh proposal names it again
+    assert world.b_id not in manifest_on_main(world)
+    proposal = head(world, PROPOSAL)
+    assert proposal is not None and proposal != merge
+    assert world.b_id in git("show", f"{PROPOSAL}:{MAIN_PATH}", cwd=world.remote)
+    merged = subprocess.run(["git", "merge-base", "--is-ancestor", proposal, "main"], cwd=world.remote)
+    assert merged.returncode == 1  # a fresh proposal, not the spent one
+    tips = head(world, "main"), proposal
+    assert world.cli(capsys, "plan").code == 0  # settled: the next plan writes nothing more
+    assert (head(world, "main"), head(world, PROPOSAL)) == tips
+    subject = git("log", "-1", "--format=%s", "main", cwd=world.remote)
+    assert subject.startswith("capacity(prod): withdraw 1 removal(s) merged without an approval"), subject
+
+    approved = world.cli(capsys, "approve", "scale-down")
+    assert approved.code == 0, show(approved)
+    applied = world.cli(capsys, "apply")
+    assert applied.code == 0, show(applied)
+    assert world.desired() == 1 and world.b_id not in world.in_service()
+
+
+def test_a_reverted_merge_is_proposed_again(world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    merged_with_the_button(world, capsys)
+    before = git("show", "main~1:" + MAIN_PATH, cwd=world.remote)
+    BOB.commit(world.remote, "main", {MAIN_PATH: before}, "Revert the scale-down merge")
+    planned = world.cli(capsys, "plan")
+    assert planned.code == 0, show(planned)
+    said = planned.out + planned.err
+    assert "nothing to write" not in said, said
+    assert "already merged" in said, said
+    assert world.b_id in git("show", f"{PROPOSAL}:{MAIN_PATH}", cwd=world.remote)
+    approved = world.cli(capsys, "approve", "scale-down")
+    assert approved.code == 0, show(approved)

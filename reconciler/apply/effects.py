@@ -5,6 +5,7 @@ moto and the fake Kubernetes API."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -77,3 +78,7 @@ class Effects:
     # apply would change the group (one DescribeInstanceRefreshes each, only for groups it changes)
     refreshing: Callable[[str], bool] = lambda group: False
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+    # around one AWS write whose outcome must be recorded: a first SIGINT/SIGTERM arriving meanwhile
+    # waits for the call's answer and is raised (KeyboardInterrupt) when the block ends; a second one
+    # interrupts at once (runtime/apply_stage.py)
+    shield: Callable[[], AbstractContextManager[None]] = nullcontext

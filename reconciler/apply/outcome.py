@@ -37,6 +37,9 @@ class ApplyReport:
     stuck: tuple[str, ...] = ()  # nodes still carrying the drain taint because removing it failed
     interrupted: bool = False  # SIGTERM or Ctrl-C stopped the removals (exit 130)
     in_flight: tuple[str, ...] = ()  # interrupted with these terminate calls made but not answered
+    # interrupted (a second signal) inside these SetDesiredCapacity calls: (group, before, target),
+    # whether AWS took them is not known; recorded as intents the next run resolves from AWS
+    raising: tuple[tuple[str, int, int], ...] = ()
 
     @property
     def exit_code(self) -> int:

@@ -64,31 +64,38 @@ def apply(inputs: ApplyInputs, effects: Effects) -> ApplyReport:
     removals: list[Removal] = []
     window = WindowGate(inputs.config.scale_down.windows, inputs.now)
     give_back_unapproved(inputs, by_name, committed, effects, given_back, stuck)
-    for entry in inputs.manifest.groups:
-        inventory = by_name.get(entry.name)
-        if inventory is None:
-            run = GroupRun(entry.name, entry.desired, entry.desired)
-            run.refuse(
-                f"not a node group of cluster {inputs.config.cluster}: no ASG of that name matches "
-                "nodeGroups (autoDiscovery tags or explicit); nothing applied. Fix the name in the "
-                "manifest, or tag the ASG",
-                "group-settings",
-            )
-            runs[entry.name] = run
-            continue
-        run = GroupRun(entry.name, inventory.group.desired, inventory.group.desired)
-        runs[entry.name] = run
-        try:
-            removals += _sync_group(inputs, inventory, committed[entry.name], verdicts, run, effects, window)
-        except RefusedError as exc:
-            run.refuse(str(exc), exc.kind)
-        except ReconcilerError as exc:
-            run.fail(str(exc))
-    terminated_nodes: set[str] = set()
-    in_flight: list[str] = []
+    raising: list[tuple[str, int, int]] = []
     interrupted = lost = False
     try:
-        if not inputs.dry_run:
+        for entry in inputs.manifest.groups:
+            inventory = by_name.get(entry.name)
+            if inventory is None:
+                run = GroupRun(entry.name, entry.desired, entry.desired)
+                run.refuse(
+                    f"not a node group of cluster {inputs.config.cluster}: no ASG of that name matches "
+                    "nodeGroups (autoDiscovery tags or explicit); nothing applied. Fix the name in the "
+                    "manifest, or tag the ASG",
+                    "group-settings",
+                )
+                runs[entry.name] = run
+                continue
+            run = GroupRun(entry.name, inventory.group.desired, inventory.group.desired)
+            runs[entry.name] = run
+            try:
+                removals += _sync_group(
+                    inputs, inventory, committed[entry.name], verdicts, run, effects, window, raising
+                )
+            except RefusedError as exc:
+                run.refuse(str(exc), exc.kind)
+            except ReconcilerError as exc:
+                run.fail(str(exc))
+    except KeyboardInterrupt:  # SIGTERM or Ctrl-C between groups, or after a raise it waited for:
+        interrupted = True  # what was done so far is recorded (no drift for the next run to blame)
+        removals = []
+    terminated_nodes: set[str] = set()
+    in_flight: list[str] = []
+    try:
+        if not inputs.dry_run and not interrupted:
             remove_all(inputs, removals, effects, terminated_nodes, in_flight)
     except KeyboardInterrupt:  # SIGTERM or Ctrl-C: drains gave their nodes back; say what was done
         interrupted = True
@@ -108,6 +115,7 @@ def apply(inputs: ApplyInputs, effects: Effects) -> ApplyReport:
         stuck=tuple(stuck),
         interrupted=interrupted,
         in_flight=tuple(in_flight),
+        raising=tuple(raising),
     )
 
 
@@ -130,8 +138,10 @@ def _sync_group(
     run: GroupRun,
     effects: Effects,
     window: WindowGate,
+    raising: list[tuple[str, int, int]],
 ) -> list[Removal]:
-    """Raise the group if main says so; return the removals that passed every gate, in order."""
+    """Raise the group if main says so; return the removals that passed every gate, in order.
+    `raising` collects a raise interrupted inside its call (outcome unknown)."""
     group = inventory.group
     if group.name in inputs.suspended:
         raise RefusedError(inputs.suspended[group.name], kind="suspended")
@@ -152,7 +162,7 @@ def _sync_group(
     if intended > group.desired or base.approved_present:
         _refuse_if_refreshing(group, effects)
     if intended > group.desired:
-        _raise(inputs, group, intended, run, effects)
+        _raise(inputs, group, intended, run, effects, raising)
     for instance in base.approved_standby:
         run.refuse(
             f"{instance}: is in Standby (taken out of service by hand): not counted in desired and not "
@@ -245,7 +255,14 @@ def _drift(inputs: ApplyInputs, group: NodeGroup, base: Baseline, run: GroupRun)
     return intended
 
 
-def _raise(inputs: ApplyInputs, group: NodeGroup, intended: int, run: GroupRun, effects: Effects) -> None:
+def _raise(
+    inputs: ApplyInputs,
+    group: NodeGroup,
+    intended: int,
+    run: GroupRun,
+    effects: Effects,
+    raising: list[tuple[str, int, int]],
+) -> None:
     step = inputs.config.apply.max_step
     ceiling = group.asg_max_size or group.max_size
     target = min(intended, group.desired + step, ceiling)
@@ -253,13 +270,29 @@ def _raise(inputs: ApplyInputs, group: NodeGroup, intended: int, run: GroupRun, 
         run.note(f"manifest wants {intended}: {target} this run (apply.maxStep {step}, max size {ceiling})")
     if target <= group.desired:
         return
-    run.after = target
     if inputs.dry_run:
+        run.after = target
         run.did(SCALE_UP, f"would raise desired {group.desired} -> {target}")
         return
     effects.guard(group.name)
-    effects.actuator.raise_desired(group.name, group.desired, target)
-    run.did(SCALE_UP, f"raised desired {group.desired} -> {target}")
+    # An interruption waits for AWS's answer (the shield), so the result record says what AWS did
+    # and the next run does not call our own raise drift. Only a second one stops the call itself.
+    with effects.shield():
+        answered = False
+        try:
+            effects.actuator.raise_desired(group.name, group.desired, target)
+            answered = True
+        except KeyboardInterrupt:
+            raising.append((group.name, group.desired, target))
+            run.note(
+                f"interrupted inside SetDesiredCapacity {group.desired} -> {target}: whether AWS took it "
+                "is not known; recorded as an intent the next apply resolves from AWS"
+            )
+            raise
+        finally:
+            if answered:
+                run.after = target
+                run.did(SCALE_UP, f"raised desired {group.desired} -> {target}")
 
 
 def _scale_down_blocked(config: Config, group: NodeGroup) -> str:

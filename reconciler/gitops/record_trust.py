@@ -56,16 +56,24 @@ class TrustedRecords:
             found.append(record)
         return tuple(found)
 
-    def last_desired(self, in_service: Callable[[str], bool]) -> dict[str, int]:
+    def last_desired(
+        self, in_service: Callable[[str], bool], observed: Mapping[str, int] | None = None
+    ) -> dict[str, int]:
         """group -> DesiredCapacity as apply last left it (a different value in AWS now was set by
-        someone else: drift, DESIGN §3 rule 7). For an intent record whose instance is still in
-        service, the termination never happened: the group's desired is the intent's "before"."""
+        someone else: drift, DESIGN §3 rule 7). An open intent is resolved by its effect: a
+        termination whose instance is still in service never happened, and a raise interrupted
+        inside its call (`observed`: each group's desired in AWS now) happened only if AWS is at its
+        target; otherwise the group's desired is the intent's "before"."""
         left: dict[str, int] = {}
         for record in self.records:
             for group in record.groups:
                 if group.name in left:
                     continue
-                not_done = record.phase == "intent" and any(in_service(i) for i in group.terminated)
+                not_done = False
+                if record.phase == "intent" and group.terminated:
+                    not_done = any(in_service(i) for i in group.terminated)
+                elif record.phase == "intent" and observed is not None:
+                    not_done = observed.get(group.name) != group.desired_after
                 left[group.name] = group.desired_before if not_done else group.desired_after
         return left
 

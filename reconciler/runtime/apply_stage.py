@@ -25,7 +25,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -39,7 +39,7 @@ from reconciler.apply.approval.base import ApprovalGate
 from reconciler.apply.changes import Unreadable, trace_removals
 from reconciler.apply.effects import Effects
 from reconciler.apply.inputs import ApplyInputs
-from reconciler.apply.outcome import FAILED, REFUSED, SCALE_DOWN, ApplyReport
+from reconciler.apply.outcome import FAILED, REFUSED, SCALE_DOWN, SCALE_UP, ApplyReport
 from reconciler.apply.sync import apply
 from reconciler.apply.taints import release_strays
 from reconciler.aws.actuation import Actuator
@@ -184,10 +184,13 @@ def apply_once(
         return _apply(config, now, kube, None, dry_run=True, ref=ref)
     hooks = hooks or LoopHooks()
     lease = ApplyLease(kube, config.cluster, on_wait=partial(_waiting, hooks))
+    interrupts = Interrupts()
     try:
-        with lease, _sigterm_interrupts():
+        with lease, interrupts.installed():
             try:
-                return _apply(config, now, kube, lease, dry_run=False, ref=ref, hooks=hooks)
+                return _apply(
+                    config, now, kube, lease, dry_run=False, ref=ref, hooks=hooks, shield=interrupts.shield
+                )
             except SuspendedError:
                 raise  # the kill switch: not even a taint is given back
             except (RefusedError, UserError):
@@ -262,6 +265,7 @@ def _apply(
     dry_run: bool,
     ref: str | None,
     hooks: LoopHooks = LoopHooks(),
+    shield: Callable[[], AbstractContextManager[None]] = nullcontext,
 ) -> ApplyRun:
     started = time.monotonic()  # fresh observations are stamped `now` plus the time since
     switch = Switch(config, kube)
@@ -307,7 +311,10 @@ def _apply(
         commit_time=lambda sha: _committed_at(copy, sha),
         now=now,
         dry_run=dry_run,
-        last_desired=trust.last_desired(lambda instance: states.get(instance) == "InService"),
+        last_desired=trust.last_desired(
+            lambda instance: states.get(instance) == "InService",
+            {g.name: g.group.desired for g in inventory.groups},
+        ),
         open_intents=tuple(
             (g.name, i) for record in trust.open_intents() for g in record.groups for i in g.terminated
         ),
@@ -337,6 +344,7 @@ def _apply(
         refreshing=refreshing,
         intend=recorder.intent,
         stopping=hooks.stopping,
+        shield=shield,
     )
     report = apply(inputs, effects)
     if report.in_flight:
@@ -347,6 +355,9 @@ def _apply(
     # word on what is applied (docs/gitops.md "When apply writes a record").
     on_commit = sum(1 for r in trust.records if r.commit == target)
     recorded = recorder.done(report, trust.latest, on_commit=on_commit)
+    for group, before, raised_to in report.raising:  # after the result: open until the next run looks
+        recorder.raise_intent(group, before, raised_to)
+        recorded = True
     return ran(report, recorded)
 
 
@@ -454,6 +465,30 @@ class _Recorder:
             )
         )
 
+    def raise_intent(self, group: str, before: int, target: int) -> None:
+        """A raise interrupted inside its call: whether AWS took it is not known here. Left open, the
+        next run reads AWS: at `target`, the raise was ours (not drift); at `before`, it never
+        happened (DESIGN §3 rule 6's write-ahead, written on the way out)."""
+        self._append(
+            ApplyRecord(
+                commit=self.commit,
+                applied_at=_stamp(),
+                complete=False,
+                groups=(
+                    GroupRecord(
+                        name=group,
+                        action=SCALE_UP,
+                        desired_before=before,
+                        desired_after=target,
+                        detail=f"intent: raise desired {before} -> {target} (interrupted inside the call)",
+                    ),
+                ),
+                cluster=self.cluster,
+                run=self.run,
+                phase="intent",
+            )
+        )
+
     def done(self, report: ApplyReport, latest: ApplyRecord | None, *, on_commit: int) -> bool:
         """The run's result, when it is worth a record against `latest` (the newest trusted one;
         `on_commit`: apply's records on the target commit); True when written."""
@@ -517,19 +552,52 @@ def _stamp() -> datetime:
     return datetime.now(UTC).replace(microsecond=0)
 
 
-@contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """SIGTERM (a pod being stopped, a CI job cancelled) interrupts like Ctrl-C, so a drain in
-    progress gives its node back and the Lease is released instead of the process just vanishing."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+class Interrupts:
+    """SIGINT (Ctrl-C) and SIGTERM (a pod stopped, a CI job cancelled) during a one-shot apply.
 
-    def interrupt(signum: int, frame: object) -> None:
+    Outside a shield either one raises KeyboardInterrupt where the run stands: drains give their
+    nodes back, the result is recorded, the Lease is released. Inside a shield (an AWS write whose
+    outcome the record must say: SetDesiredCapacity) the first one waits for AWS's answer and is
+    raised when the shield ends, so the record says what AWS did and the next run does not blame
+    someone else for our own raise; a second one interrupts at once (its raise is then recorded as
+    an intent the next run resolves)."""
+
+    def __init__(self) -> None:
+        self._shielded = 0
+        self._pending = False
+
+    def handle(self, signum: int, frame: object) -> None:
+        if self._shielded and not self._pending:
+            self._pending = True
+            _log.warning(
+                "apply: %s: finishing the AWS call under way so that its outcome is recorded, then "
+                "stopping (interrupt again to stop at once)",
+                signal.Signals(signum).name,
+            )
+            return
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    @contextmanager
+    def shield(self) -> Iterator[None]:
+        self._shielded += 1
+        try:
+            yield
+        finally:
+            self._shielded -= 1
+            if self._pending and not self._shielded:
+                self._pending = False
+                raise KeyboardInterrupt
+
+    @contextmanager
+    def installed(self) -> Iterator[None]:
+        """The handler for SIGINT and SIGTERM, in the main thread only (the `run` loop has its own
+        stop request, LoopHooks.stopping)."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = {sig: signal.signal(sig, self.handle) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)

@@ -111,8 +111,8 @@ def approve(
                     f"proposal {proposal_branch} ({proposal[:12]}) is already merged into {main_branch}: "
                     "nothing to approve. If apply refuses what it lists as not approved (a merge made "
                     "with the forge's button carries no signature apply accepts), run `asg-reconciler "
-                    "plan`: it withdraws those removals from main and proposes them again; approve that "
-                    "proposal with `asg-reconciler approve`"
+                    f"plan`: it withdraws those removals from main and proposes them again; then run "
+                    f"`asg-reconciler approve {proposal_branch}`"
                 )
             if manifest is not None:
                 _check_manifest(git, manifest, main, f"{main_branch} ({main[:12]})", "fix it there first")

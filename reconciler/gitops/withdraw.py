@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from reconciler.gitops.manifest_edit import ManifestEditor
+from reconciler.gitops.records import ApplyRecord
 from reconciler.gitops.trailers import CapacityMessage, Change, Reason, build_message
 
 WHY = "merged without an approval apply accepts"
@@ -26,6 +27,17 @@ class Withdrawal:
     text: str
     message: str
     notes: tuple[str, ...]
+
+
+def refused_by_apply(record: ApplyRecord | None, group: str, instance: str) -> bool:
+    """Whether apply's newest record (unverified: withdrawing is the safe direction) refused this
+    removal as not approved: evidence that apply's own approval settings refuse it too."""
+    if record is None:
+        return False
+    return any(
+        g.name == group and g.action == "refused" and f"{instance}: not approved" in g.detail
+        for g in record.groups
+    )
 
 
 def withdrawal(

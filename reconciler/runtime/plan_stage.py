@@ -35,7 +35,7 @@ from reconciler.gitops.record_reading import Records, last_desired, last_scale_u
 from reconciler.gitops.record_store import read_records
 from reconciler.gitops.repo import Update, WorkingCopy
 from reconciler.gitops.state import load_state
-from reconciler.gitops.withdraw import Withdrawal, withdrawal
+from reconciler.gitops.withdraw import Withdrawal, refused_by_apply, withdrawal
 from reconciler.planning.plan import make_plan
 from reconciler.planning.types import CommittedGroup, Plan, PlanInputs, PlannerMemory
 from reconciler.runtime.capacity_repo import default_work_dir as default_work_dir
@@ -187,7 +187,7 @@ def _plan_once(
     dry_run = dry_run or blind
     if not dry_run:
         guard()
-    withdrawn_text, withdrawn = withdraw_unsigned(copy, config, text, dry_run=dry_run)
+    withdrawn_text, withdrawn = withdraw_unsigned(copy, config, records, text, dry_run=dry_run)
     if withdrawn_text != text:  # the planner starts from main without them (and may propose them again)
         text, manifest = withdrawn_text, read_manifest(withdrawn_text, label)
     adopted_text, adopted = adopt_drift(copy, config, inventory, records, text, dry_run=dry_run)
@@ -260,12 +260,15 @@ def planned(inputs: PlanInputs) -> Plan:
 
 
 def withdraw_unsigned(
-    copy: WorkingCopy, config: Config, text: str | None, *, dry_run: bool
+    copy: WorkingCopy, config: Config, records: Records, text: str | None, *, dry_run: bool
 ) -> tuple[str | None, tuple[str, ...]]:
     """Removals on main that apply can never accept (added by a commit with no SSH signature under
     approval.mode signed: a proposal merged with the forge's button) are withdrawn in a commit of
     their own, before anything is planned, so the plan proposes them again for a signed approval
-    (reconciler/gitops/withdraw.py). Main's text afterwards, and what was (would be) written."""
+    (reconciler/gitops/withdraw.py). Only once apply's newest record refused them as not approved:
+    the plan's config may not be apply's (an apply under github-reviews accepts a button merge),
+    and a plan must not withdraw what apply would act on. Main's text afterwards, and what was
+    (would be) written."""
     if text is None or not listed_removals(text, f"{config.git.branch}:{config.manifest_path}"):
         return text, ()
     branch, path = config.git.branch, config.manifest_path
@@ -275,7 +278,12 @@ def withdraw_unsigned(
     def edit(current: str | None) -> Withdrawal | None:
         if current is None:
             return None
-        refused = unsigned_removals(copy, config)
+        newest = newest_record(records, config.cluster)
+        refused = {
+            key: commit
+            for key, commit in unsigned_removals(copy, config).items()
+            if refused_by_apply(newest, *key)
+        }
         return withdrawal(current, label, config.cluster, refused) if refused else None
 
     if dry_run:

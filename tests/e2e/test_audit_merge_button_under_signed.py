@@ -91,3 +91,16 @@ def test_a_reverted_merge_is_proposed_again(world: World, capsys: pytest.Capture
     assert world.b_id in git("show", f"{PROPOSAL}:{MAIN_PATH}", cwd=world.remote)
     approved = world.cli(capsys, "approve", "scale-down")
     assert approved.code == 0, show(approved)
+
+
+def test_the_plan_withdraws_only_what_apply_refused(world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    """The plan's config may not be apply's (an apply under github-reviews accepts a button merge):
+    nothing is withdrawn before apply itself has refused it."""
+    merge = merged_with_the_button(world, capsys)
+    early = world.cli(capsys, "plan")
+    assert early.code == 0, show(early)
+    assert head(world, "main") == merge and world.b_id in manifest_on_main(world)
+    assert world.cli(capsys, "apply").code == 3  # refused: not approved
+    planned = world.cli(capsys, "plan")
+    assert planned.code == 0, show(planned)
+    assert world.b_id not in manifest_on_main(world)

@@ -14,6 +14,7 @@ import pytest
 from tests.support.apply_steps import show
 from tests.support.apply_world import MAIN_PATH, PROPOSAL, World, manifest_on_main
 from tests.support.git import BOB, git
+from tests.support.github_api import FakeGitHub
 
 
 def head(world: World, branch: str) -> str | None:
@@ -104,3 +105,29 @@ def test_the_plan_withdraws_only_what_apply_refused(world: World, capsys: pytest
     planned = world.cli(capsys, "plan")
     assert planned.code == 0, show(planned)
     assert world.b_id not in manifest_on_main(world)
+
+
+def test_on_github_the_merged_pull_request_stays_merged_and_a_new_one_is_opened(
+    world: World, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with FakeGitHub(repo="org/capacity", token="ghp_test_token") as github:
+        monkeypatch.setenv("GITHUB_TOKEN", "ghp_test_token")
+        world.config.write_text(
+            world.config.read_text()
+            + f"forge: {{type: github, repo: org/capacity, baseUrl: '{github.url}'}}\n"
+        )
+        merge = merged_with_the_button(world, capsys)
+        (first,) = github.pulls.values()
+        github.merge(first.number, "carol", sha=merge)  # the button: GitHub marks it merged
+        assert world.cli(capsys, "apply").code == 3
+        planned = world.cli(capsys, "plan")
+        assert planned.code == 0, show(planned)
+        assert world.b_id not in manifest_on_main(world)
+        opened = [p for p in github.pulls.values() if p.state == "open"]
+        assert len(opened) == 1 and opened[0].number != first.number, [
+            (p.number, p.state) for p in github.pulls.values()
+        ]
+        assert opened[0].head == PROPOSAL and first.state == "closed"
+        assert world.cli(capsys, "approve", "scale-down").code == 0
+        assert world.cli(capsys, "apply").code == 0
+        assert world.desired() == 1

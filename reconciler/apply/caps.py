@@ -12,14 +12,16 @@ happen after the raises, and may yet be refused.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from reconciler.aws.discovery import parse_explicit
 from reconciler.config.settings import Config
 from reconciler.domain.inventory import GroupInventory, Inventory
 from reconciler.domain.model import CPU, MEMORY, NodeGroup
-from reconciler.planning.baseline import GONE, STANDBY
+from reconciler.planning.baseline import GONE, STANDBY, baseline
 from reconciler.planning.scale_up import Limits, counted
+from reconciler.planning.types import CommittedGroup
 
 
 @dataclass(frozen=True)
@@ -145,3 +147,30 @@ def _describe_limit(config: Config, key: str, room: int, inventory: GroupInvento
         value = f"'{limits.memory_min_gb}:{limits.memory_max_gb}'"
         each = f" of {counted(template, MEMORY) / 2**30:.2f} GiB each" if template else ""
     return f"{key} {value} (apply's config), which leaves room for {room} more node(s){each} in the cluster"
+
+
+def beyond_bounds(
+    config: Config, inventory: Inventory, committed: Mapping[str, CommittedGroup]
+) -> dict[str, str]:
+    """Per group, what an apply with this config would refuse of main's raises (for `status`): the
+    same bounds and booking, in the manifest's order, over as many runs as `apply.maxStep` takes."""
+    caps = Caps.of(config, inventory)
+    by_name = {g.name: g for g in inventory.groups}
+    found: dict[str, str] = {}
+    for name, entry in committed.items():
+        group = by_name.get(name)
+        if group is None:
+            continue
+        base = baseline(group.group, entry)
+        intended = base.aws_desired + base.unapplied_increase
+        if intended <= group.group.desired:
+            continue
+        bound = caps.bound(group)
+        reached = max(min(intended, bound.highest), group.group.desired)
+        caps.book(group, reached - group.group.desired)
+        if intended > bound.highest:
+            found[name] = (
+                f"main asks for {intended}, above {bound.what}: apply with this config raises it to "
+                f"{reached} at most and refuses the rest ({bound.fix})"
+            )
+    return found

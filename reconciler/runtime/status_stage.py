@@ -11,6 +11,7 @@ from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
+from reconciler.apply.caps import beyond_bounds
 from reconciler.aws.discovery import nothing_found
 from reconciler.aws.reader import AwsReader
 from reconciler.config.settings import Config
@@ -36,7 +37,14 @@ def status_once(config: Config, snapshot: Path | None, now: datetime) -> StatusR
     if not inventory.groups:  # exit 2, as plan: a config that finds no ASG is to be fixed first
         raise UserError(f"{config.source or 'config'}: nodeGroups: {nothing_found(config, reader.region)}")
     report = build_status(
-        config.cluster, inventory, committed, label, error, last_applied=applied, proposal=proposal
+        config.cluster,
+        inventory,
+        committed,
+        label,
+        error,
+        last_applied=applied,
+        proposal=proposal,
+        beyond_bounds=beyond_bounds(config, inventory, committed) if committed is not None else None,
     )
     report = replace(report, aws_calls=reader.counter.snapshot())
     report = replace(report, warnings=report.warnings + inventory.state.warnings)  # what the read missed

@@ -206,8 +206,10 @@ def build_status(
     *,
     last_applied: Mapping[str, int] | None = None,
     proposal: ProposalStatus | None = None,
+    beyond_bounds: Mapping[str, str] | None = None,
 ) -> StatusReport:
-    """`committed` is the manifest on main (None when not read: no git.url, or `manifest_error`)."""
+    """`committed` is the manifest on main (None when not read: no git.url, or `manifest_error`);
+    `beyond_bounds`: per group, what apply with this config would refuse of main's raises."""
     proposed = proposal.removals if proposal is not None else {}
     groups = []
     for entry in inventory.groups:
@@ -254,6 +256,8 @@ def build_status(
             )
         if committed is not None and entry_on_main is None:
             extra.append("not in the manifest yet: the next plan writes it")
+        if entry.name in (beyond_bounds or {}):
+            extra.append((beyond_bounds or {})[entry.name])
         groups.append(replace(status, warnings=status.warnings + tuple(extra)))
     warnings = []
     if manifest_error is not None:

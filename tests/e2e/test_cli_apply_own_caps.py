@@ -71,6 +71,9 @@ def test_explicit_max_holds_a_raise_pushed_with_the_plan_credentials(
     assert "nodeGroups.explicit" in str(record["detail"])
     again = world.cli(capsys, "apply")  # the next run refuses again, and changes nothing
     assert again.code == 3 and world.desired() == 3, again.out
+    status = world.cli(capsys, "status")  # run with apply's config, status says why main is not reached
+    assert status.code == 0, status.err
+    assert "main asks for 20, above the max of nodeGroups.explicit '1:3:general'" in status.out, status.out
 
 
 def test_max_nodes_total_holds_a_raise(world: World, capsys: pytest.CaptureFixture[str]) -> None:

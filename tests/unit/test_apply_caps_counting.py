@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from reconciler.apply.caps import Caps, cluster_totals
+from reconciler.apply.caps import Caps, beyond_bounds, cluster_totals
 from reconciler.config.settings import Config, LimitsConfig, NodeGroupsConfig
 from reconciler.domain.inventory import Inventory, build_inventory
 from reconciler.domain.model import ClusterState, Instance, Node, NodeGroup
+from reconciler.planning.types import CommittedGroup
 from tests.support.planning_factories import GI, node, template
 
 UNLIMITED = LimitsConfig(cores_max=0, memory_max_gb=0)
@@ -111,3 +112,11 @@ def test_cores_count_by_capacity_and_name_the_limit() -> None:
     bound = caps.bound(inventory.groups[0])
     assert bound.highest == 2  # 4 cores used, room for one more 4-core node under 10
     assert "limits.cores '0:10'" in bound.what and "4 cores each" in bound.what
+
+
+def test_status_previews_what_apply_would_refuse() -> None:
+    general = group("general", 2, instance("i-1"), instance("i-2"), max_size=3, asg_max=30, explicit=True)
+    _, config, inventory = caps_for(UNLIMITED, general, explicit=("1:3:general",))
+    found = beyond_bounds(config, inventory, {"general": CommittedGroup(20, ())})
+    assert "raises it to 3 at most" in found["general"]
+    assert beyond_bounds(config, inventory, {"general": CommittedGroup(3, ())}) == {}

@@ -121,3 +121,24 @@ def test_dry_run_says_the_same_and_changes_nothing(world: World, capsys: pytest.
     assert code == 3, out
     assert world.desired() == 2, out
     assert "would raise desired 2 -> 3" in out and "limits.maxNodesTotal" in out, out
+
+
+def test_apply_max_step_goes_on_towards_the_bound_in_later_runs(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = world.config.read_text().replace("apply: {", "apply: {maxStep: 1, ", 1)
+    world.config.write_text(text)
+    configured(world, capsys, explicit="1:4:general")
+    code, out = attacked(world, capsys)
+    assert code == 3, out
+    assert world.desired() == 3, out
+    assert "raised to 3 this run (apply.maxStep 1), to 4 in later runs, and the rest refused" in out, out
+    later = world.cli(capsys, "apply")
+    assert later.code == 3 and world.desired() == 4, later.out
+    assert "raised to 4 only, the rest refused" in later.out, later.out
+    refused = world.cli(capsys, "apply")  # refused again, raising nothing: recorded once
+    assert refused.code == 3 and world.desired() == 4, refused.out
+    records = len(world.note()["records"])
+    idle = world.cli(capsys, "apply")  # the same refusal again: no record per idle cycle
+    assert idle.code == 3 and world.desired() == 4, idle.out
+    assert len(world.note()["records"]) == records

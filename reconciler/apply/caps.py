@@ -168,9 +168,14 @@ def beyond_bounds(
         bound = caps.bound(group)
         reached = max(min(intended, bound.highest), group.group.desired)
         caps.book(group, reached - group.group.desired)
-        if intended > bound.highest:
-            found[name] = (
-                f"main asks for {intended}, above {bound.what}: apply with this config raises it to "
-                f"{reached} at most and refuses the rest ({bound.fix})"
-            )
+        if intended <= bound.highest:
+            continue
+        done = (
+            f"raises it to {reached} at most and refuses the rest"
+            if reached > group.group.desired
+            else f"refuses to raise it (and never lowers its {group.group.desired})"
+        )
+        found[name] = (
+            f"main asks for {intended}, above {bound.what}: apply with this config {done} ({bound.fix})"
+        )
     return found

@@ -120,3 +120,9 @@ def test_status_previews_what_apply_would_refuse() -> None:
     found = beyond_bounds(config, inventory, {"general": CommittedGroup(20, ())})
     assert "raises it to 3 at most" in found["general"]
     assert beyond_bounds(config, inventory, {"general": CommittedGroup(3, ())}) == {}
+    above = group(
+        "general", 5, *(instance(f"i-{n}") for n in range(5)), max_size=3, asg_max=30, explicit=True
+    )
+    _, config, inventory = caps_for(UNLIMITED, above, explicit=("1:3:general",))
+    found = beyond_bounds(config, inventory, {"general": CommittedGroup(20, ())})
+    assert "refuses to raise it (and never lowers its 5)" in found["general"]

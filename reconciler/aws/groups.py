@@ -19,6 +19,7 @@ from botocore.parsers import ResponseParserError
 from reconciler.aws.clients import is_aws_endpoint
 from reconciler.aws.instance_types import InstanceTypeInfo
 from reconciler.aws.launch import LaunchTypes
+from reconciler.aws.managed_nodegroups import ManagedNodegroup, merged_tags
 from reconciler.aws.templates import build_template, parse_template_tags
 from reconciler.config.settings import NodeTemplatesConfig
 from reconciler.domain.model import Instance, NodeGroup
@@ -174,13 +175,19 @@ def build_node_group(
     settings: NodeTemplatesConfig,
     templated: bool = True,
     cluster: str = "",
+    managed: ManagedNodegroup | None = None,
 ) -> NodeGroup:
     """Pure: everything described about one ASG, folded into the domain's NodeGroup."""
     name = asg["AutoScalingGroupName"]
     tags = asg_tags(asg)
     zones = tuple(sorted(asg.get("AvailabilityZones", [])))
-    template_tags = parse_template_tags(name, tags)
-    warnings = [*launch.warnings, *template_tags.warnings]
+    declared = parse_template_tags(name, tags)
+    warnings = [*launch.warnings, *declared.warnings]
+    template_tags = declared
+    if managed is not None and managed.error:
+        warnings.append(f"asg {name}: EKS managed node group labels and taints unknown: {managed.error}")
+    elif managed is not None:
+        template_tags = merged_tags(declared, managed)
     if spec is not None:
         warnings[:0] = bounds_warnings(spec, asg["MinSize"], asg["MaxSize"]) + cluster_tag_warning(
             name, tags, cluster
@@ -217,7 +224,7 @@ def build_node_group(
         options=template_tags.options,
         template=template,
         template_error=template_error,
-        declared_labels=dict(template_tags.labels),
-        declared_taints=template_tags.taints,
+        declared_labels=dict(declared.labels),
+        declared_taints=declared.taints,
         warnings=tuple(warnings),
     )

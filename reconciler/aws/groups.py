@@ -192,6 +192,14 @@ def build_node_group(
         warnings[:0] = bounds_warnings(spec, asg["MinSize"], asg["MaxSize"]) + cluster_tag_warning(
             name, tags, cluster
         )
+    heavy = {t: w for t, w in launch.weights.items() if w != 1}
+    if heavy:
+        shown = ", ".join(f"{t} {w}" for t, w in sorted(heavy.items()))
+        warnings.append(
+            f"asg {name}: mixed-instances WeightedCapacity other than 1 ({shown}): AWS counts desired in "
+            "capacity units and the plan counts nodes, so a raise may launch fewer nodes than planned "
+            "and apply removes none (set every override's WeightedCapacity to 1, or leave it unset)"
+        )
     if asg.get("Status") == DELETING:
         warnings.insert(0, f"asg {name}: is being deleted")
     if not templated:  # a Ready node is the template (inventory.py); nothing was resolved for one

@@ -162,6 +162,15 @@ def instances_of(asg: AutoScalingGroupTypeDef, ec2_facts: Mapping[str, Ec2Facts]
     return tuple(instances)
 
 
+def spot_share(asg: AutoScalingGroupTypeDef) -> float:
+    """The share of capacity above the on-demand base that a mixed-instances group buys as spot."""
+    policy = asg.get("MixedInstancesPolicy")
+    if not policy:
+        return 0.0
+    on_demand = policy.get("InstancesDistribution", {}).get("OnDemandPercentageAboveBaseCapacity", 100)
+    return max(0.0, min(1.0, (100 - int(on_demand)) / 100))
+
+
 def build_node_group(
     asg: AutoScalingGroupTypeDef,
     spec: ExplicitSpec | None,
@@ -225,6 +234,7 @@ def build_node_group(
         has_scaling_policies=has_policies,
         has_instance_refresh=has_refresh,
         instance_weights=dict(launch.weights),
+        spot_share=spot_share(asg),
         instance_types=launch.instance_types,
         asg_min_size=asg["MinSize"],
         asg_max_size=asg["MaxSize"],

@@ -329,9 +329,16 @@ def discover_node_groups(
         for asg in asgs:
             if asg["AutoScalingGroupName"] not in launches:
                 launches[asg["AutoScalingGroupName"]] = described_types(asg)
-        known_types = describe_instance_types(
-            ec2, {t for asg in templated for t in launches[asg["AutoScalingGroupName"]].instance_types}, facts
-        )
+        # a group whose overrides carry weights other than 1: every override's size, to count its
+        # new nodes in capacity units as AWS counts desired (planning/capacity_units.py)
+        weighted = [
+            launches[f.name]
+            for f in described.found
+            if any(w != 1 for w in launches[f.name].weights.values())
+        ]
+        wanted_types = {t for asg in templated for t in launches[asg["AutoScalingGroupName"]].instance_types}
+        wanted_types.update(t for launch in weighted for t in launch.instance_types)
+        known_types = describe_instance_types(ec2, wanted_types, facts)
         known = launched or {}
         ec2_facts = dict(known)
         ec2_facts.update(

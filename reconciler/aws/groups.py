@@ -20,7 +20,7 @@ from reconciler.aws.clients import is_aws_endpoint
 from reconciler.aws.instance_types import InstanceTypeInfo
 from reconciler.aws.launch import LaunchTypes
 from reconciler.aws.managed_nodegroups import ManagedNodegroup, merged_tags
-from reconciler.aws.templates import build_template, parse_template_tags
+from reconciler.aws.templates import build_template, override_allocatable, parse_template_tags
 from reconciler.config.settings import NodeTemplatesConfig
 from reconciler.domain.model import Instance, NodeGroup
 
@@ -201,14 +201,6 @@ def build_node_group(
         warnings[:0] = bounds_warnings(spec, asg["MinSize"], asg["MaxSize"]) + cluster_tag_warning(
             name, tags, cluster
         )
-    heavy = {t: w for t, w in launch.weights.items() if w != 1}
-    if heavy:
-        shown = ", ".join(f"{t} {w}" for t, w in sorted(heavy.items()))
-        warnings.append(
-            f"asg {name}: mixed-instances WeightedCapacity other than 1 ({shown}): AWS counts desired in "
-            "capacity units and the plan counts nodes, so a raise may launch fewer nodes than planned "
-            "and apply removes none (set every override's WeightedCapacity to 1, or leave it unset)"
-        )
     if asg.get("Status") == DELETING:
         warnings.insert(0, f"asg {name}: is being deleted")
     if not templated:  # a Ready node is the template (inventory.py); nothing was resolved for one
@@ -235,6 +227,7 @@ def build_node_group(
         has_instance_refresh=has_refresh,
         instance_weights=dict(launch.weights),
         spot_share=spot_share(asg),
+        type_allocatable=override_allocatable(launch, known_types, template_tags, settings),
         instance_types=launch.instance_types,
         asg_min_size=asg["MinSize"],
         asg_max_size=asg["MaxSize"],

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from reconciler.aws.allocatable import node_resources
 from reconciler.aws.instance_types import InstanceTypeInfo
+from reconciler.aws.launch import LaunchTypes
 from reconciler.config.settings import NodeTemplatesConfig
 from reconciler.domain.durations import parse_duration
 from reconciler.domain.model import (
@@ -276,6 +277,23 @@ def _resources(
         extra[gpu_resource] = info.gpu_count
     extra.update(tags.resources)
     return _override(computed.capacity, extra), _override(computed.allocatable, extra)
+
+
+def override_allocatable(
+    launch: LaunchTypes,
+    known_types: Mapping[str, InstanceTypeInfo],
+    tags: TemplateTags,
+    settings: NodeTemplatesConfig,
+) -> dict[str, Resources]:
+    """Allocatable of one node of each override type, for groups with a WeightedCapacity other than
+    1 only (the planner turns nodes into capacity units with it); a type EC2 does not know is absent."""
+    if all(w == 1 for w in launch.weights.values()):
+        return {}
+    return {
+        name: _resources(known_types[name], tags, settings)[1]
+        for name in launch.instance_types
+        if name in known_types
+    }
 
 
 def _least(offers: Iterable[Resources]) -> Resources:

@@ -25,6 +25,7 @@ from reconciler.domain.model import CPU, MEMORY, POD_SCALE_UP_DELAY, Instance, N
 from reconciler.domain.windows import closed_notice, longest_wait
 from reconciler.planning import headroom
 from reconciler.planning.baseline import Baseline, baseline
+from reconciler.planning.capacity_units import nodes_within, units, units_per_node
 from reconciler.planning.drainability import stays_on_node
 from reconciler.planning.existing import existing_node
 from reconciler.planning.placement import NodePool
@@ -141,7 +142,9 @@ def _upcoming_capacity(work: _Work) -> None:
         )
         young = [i for i in g.inventory.unregistered if i.lifecycle_state in _LAUNCHING]
         g.stale = tuple(i for i in young if _age(i, now) > config.scale_up.max_node_provision_time)
-        g.upcoming = len(young) - len(g.stale) + g.base.unapplied_increase
+        # an increase not yet applied is in capacity units (WeightedCapacity): in nodes it is fewer
+        per_node = units_per_node(g.inventory.group, template)
+        g.upcoming = len(young) - len(g.stale) + nodes_within(g.base.unapplied_increase, per_node)
         g.backoff = _backoff(g, inputs.memory.backoffs.get(g.name), now, config)
         if g.backoff is not None:
             work.backoffs[g.name] = g.backoff
@@ -508,7 +511,8 @@ def _candidate(g: _Group, base: SimNode | None, max_step: int) -> Candidate:
         blocked = (
             f"{g.name}: no node template ({group.template_error or 'no Ready node and no instance type'})"
         )
-    room = max(0, min(group.max_size - capacity, max_step))
+    per_node = units_per_node(group, g.inventory.template)
+    room = max(0, min(nodes_within(group.max_size - capacity, per_node), max_step))
     return Candidate(g.name, g.inventory.template, base, room, size=capacity, blocked=blocked)
 
 
@@ -539,13 +543,20 @@ def _group_plan(
     group = g.inventory.group
     approved = tuple(Removal(i, _node_of(g, i), None, "approved, not yet applied", None) for i in g.kept)
     for_headroom = room.added if room is not None else 0
-    desired = g.base.capacity + len(g.cancelled) + new_nodes + for_headroom - len(removals)
+    per_node = units_per_node(group, g.inventory.template)
+    added_units = units(new_nodes + for_headroom, per_node)
+    desired = g.base.capacity + len(g.cancelled) + added_units - len(removals)
     reasons: list[str] = []
     action = NONE
     instance_type = g.inventory.template.instance_type if g.inventory.template else "?"
     if new_nodes:
         action = SCALE_UP
         reasons.append(f"{pods_helped} pending pod(s) need {new_nodes} × {instance_type}")
+    if added_units != new_nodes + for_headroom:
+        reasons.append(
+            f"{added_units} capacity units for {new_nodes + for_headroom} node(s): WeightedCapacity, "
+            f"{per_node} units a node whichever override AWS launches"
+        )
     if room is not None and (for_headroom or room.reason):
         text = f"headroom {room.headroom.describe()}"
         if for_headroom:

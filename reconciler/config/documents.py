@@ -162,6 +162,7 @@ def parse_yaml(text: str, label: str, loader: YAML | None = None, first_line: in
     problem, a refused anchor or depth included, is one UserError line `label:line: ...`.
     `first_line`: the 0-based line of the file `text` starts on (a document of a `---` stream), so
     that the lines in messages and in the round-trip document are the file's."""
+    conflict_markers(text, label, first_line)
     yaml = loader or yaml_loader()
     guarded = yaml.Scanner in (_GuardedScanner, _GuardedRoundTripScanner)
     if yaml.Composer is not _GuardedComposer or not guarded:
@@ -173,6 +174,24 @@ def parse_yaml(text: str, label: str, loader: YAML | None = None, first_line: in
     if first_line:
         _shift_lines(document, first_line)
     return document
+
+
+_CONFLICT_START = re.compile(r"^<{7}(?: .*)?$", re.MULTILINE)
+_CONFLICT_REST = re.compile(r"^(?:={7}|>{7}(?: .*)?|\|{7}(?: .*)?)$", re.MULTILINE)
+
+
+def conflict_markers(text: str, label: str, first_line: int = 0) -> None:
+    """A merge's unresolved conflict (`<<<<<<<`, `=======`, `>>>>>>>` at the start of lines) is a
+    UserError naming it, the line and the fix: as YAML it reads as "not valid YAML" at some line
+    near it, which sends a person looking for a typo. Linear in the text (two regex scans)."""
+    start = _CONFLICT_START.search(text)
+    if start is None or _CONFLICT_REST.search(text, start.end()) is None:
+        return
+    line = text.count("\n", 0, start.start()) + 1 + first_line
+    raise UserError(
+        f"unresolved merge conflict in {label} line {line} (the <<<<<<< ======= >>>>>>> markers a "
+        "merge leaves): keep one side, delete the three marker lines, and commit the file"
+    )
 
 
 def _shift_lines(node: Any, offset: int) -> None:

@@ -112,6 +112,18 @@ def parse_manifest(text: str, label: str) -> Manifest:
     return from_document(document, label)
 
 
+def for_cluster(manifest: Manifest, cluster: str, config_label: str) -> Manifest:
+    """`manifest`, refused when it is another cluster's: a copied file or a `git.path` pointing at
+    another cluster's manifest would otherwise have this cluster's ASGs sized by that one's."""
+    if manifest.cluster != cluster:
+        raise UserError(
+            f"{manifest.source}: cluster: {manifest.cluster!r}, but {config_label} says cluster: "
+            f"{cluster!r}; point git.path at this cluster's manifest (default capacity/<cluster>.yaml), "
+            "or correct the manifest's cluster if the file is this cluster's"
+        )
+    return manifest
+
+
 def from_document(document: CommentedMap, label: str = "") -> Manifest:
     """Build the read model from a schema-valid round-trip document."""
     groups = document.get("nodeGroups") or {}

@@ -32,6 +32,7 @@ from ruamel.yaml.scanner import RoundTripScanner, Scanner
 
 from reconciler.domain.errors import UserError
 
+MAX_DOCUMENT_BYTES = 1024 * 1024  # a config or a manifest (docs/configuration.md, docs/manifest.md)
 MAX_DEPTH = 100  # nested mappings/sequences; a manifest needs 4, a config 5, a kubectl object ~20
 _NO_ANCHORS = (
     "YAML anchors and aliases are refused, so a small file cannot expand to millions of values "
@@ -70,14 +71,50 @@ def read_yaml(path: Path, label: str | None = None) -> Any:
     """Round-trip load (keeps line numbers); a missing file or bad YAML is a UserError."""
     label = label or str(path)
     try:
-        data = path.read_bytes()
+        data = read_bounded(path, label)
     except FileNotFoundError:
         raise UserError(
             f"{label}: file not found (pass --config FILE or set ASG_RECONCILER_CONFIG)"
         ) from None
-    except OSError as exc:
-        raise UserError(f"{label}: cannot read: {exc.strerror}") from None
     return parse_yaml(decode_utf8(data, label), label)
+
+
+def read_bounded(path: Path, label: str) -> bytes:
+    """A config's or a manifest's bytes, refused before reading when the file is not a regular one
+    (a FIFO would block for ever) or is over MAX_DOCUMENT_BYTES; FileNotFoundError is left to the
+    caller, who knows what to suggest. Any other OSError is a UserError."""
+    try:
+        size = path.stat().st_size
+        if path.is_dir():
+            raise UserError(f"{label}: is a directory, not a YAML file (name the file itself)")
+        if not path.is_file():
+            raise UserError(f"{label}: not a regular file (a FIFO, socket or device); name a YAML file")
+        too_big(size, label)
+        with path.open("rb") as file:
+            data = file.read(MAX_DOCUMENT_BYTES + 1)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise UserError(f"{label}: cannot read: {exc.strerror or type(exc).__name__}") from None
+    too_big(len(data), label)  # it grew since stat
+    return data
+
+
+def too_big(size: int, label: str) -> None:
+    """A config or manifest over MAX_DOCUMENT_BYTES is a UserError before any parsing: the
+    round-trip parser reads about 60 KB a second, so 89 MB took minutes to refuse."""
+    if size > MAX_DOCUMENT_BYTES:
+        raise UserError(
+            f"{label}: {size:,} bytes, more than the {MAX_DOCUMENT_BYTES:,} (1 MiB) a config or manifest "
+            "may have (a manifest of 1,000 groups is about 150 KB): check that it is the file meant "
+            "(--config, git.path), or restore it from its Git history"
+        )
+
+
+def text_too_big(text: str, label: str) -> None:
+    """`too_big` for a text already in memory (a manifest read from Git)."""
+    if len(text) * 4 > MAX_DOCUMENT_BYTES:  # UTF-8 takes at most 4 bytes a character
+        too_big(len(text.encode("utf-8", errors="surrogatepass")), label)
 
 
 def decode_utf8(data: bytes, label: str, then: str = "") -> str:

@@ -19,7 +19,7 @@ from typing import Any
 
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
-from reconciler.config.documents import Problem, check, parse_yaml
+from reconciler.config.documents import Problem, check, parse_yaml, text_too_big
 from reconciler.domain.errors import UserError
 from reconciler.domain.model import CPU, EPHEMERAL_STORAGE, MEMORY, Resources
 from reconciler.domain.quantity import QuantityError, int_value, milli_value, parse_quantity
@@ -83,6 +83,7 @@ class Manifest:
 def manifest_problems(text: str, label: str) -> list[Problem]:
     """Every schema and semantic problem of a manifest text (empty when it is fine)."""
     try:
+        text_too_big(text, label)
         document = parse_yaml(text, label)
     except UserError as exc:
         return [problem_from_error(exc, label)]
@@ -104,6 +105,7 @@ def document_problems(document: Any, label: str) -> list[Problem]:
 
 def parse_manifest(text: str, label: str) -> Manifest:
     """The read model of a valid manifest; any problem is a UserError naming the line and the fix."""
+    text_too_big(text, label)
     document = parse_yaml(text, label)
     problems = document_problems(document, label)
     if problems:

@@ -16,6 +16,7 @@ from reconciler.aws.discovery import nothing_found
 from reconciler.aws.reader import AwsReader
 from reconciler.config.settings import Config
 from reconciler.domain.errors import ReconcilerError, UserError
+from reconciler.gitops.errors import WorkDirError
 from reconciler.gitops.proposal import open_proposal
 from reconciler.kube.client import api_client
 from reconciler.kube.control import Switch
@@ -30,6 +31,8 @@ def status_once(config: Config, snapshot: Path | None, now: datetime) -> StatusR
         try:
             committed, label, applied = committed_on_main(config)
             proposal = _proposal(config)
+        except WorkDirError:
+            raise  # the deployment's to fix, not something Git said: exit 2
         except ReconcilerError as exc:
             error = str(exc)
     reader = AwsReader(config)

@@ -34,7 +34,7 @@ from kubernetes.client.exceptions import ApiException
 from reconciler.domain.model import ClusterState
 from reconciler.kube.autoscaler import DEFAULT_LEASE, DEFAULT_STATUS_CONFIGMAP
 from reconciler.kube.errors import KubernetesError
-from reconciler.kube.retry import timed_out, with_retries
+from reconciler.kube.retry import spent, timed_out, with_retries
 from reconciler.kube.schema import list_decoder
 from reconciler.kube.state import StateBuilder
 
@@ -316,9 +316,17 @@ def unreachable(api: k8s.ApiClient, exc: Exception) -> KubernetesError:
         ours = getattr(api, "request_timeout", None)  # kube.client.TimedApiClient's
         match = _TIMEOUT.search(text)
         seconds = float(match[1]) if match else ours
-        text = "timed out" if seconds is None else f"timed out after {seconds:g}s"
-        if seconds is not None and seconds == ours:
-            text += " (kubernetes.requestTimeout)"
+        setting = " (kubernetes.requestTimeout)" if seconds is not None and seconds == ours else ""
+        cost = spent(exc)
+        if seconds is None:
+            text = "timed out"
+        elif cost is not None and cost.tries > 1:  # the bound a person waited, retries included
+            text = (
+                f"timed out: no answer in {cost.tries} tries of {seconds:g}s each{setting}, "
+                f"{cost.seconds:.0f}s in all"
+            )
+        else:
+            text = f"timed out after {seconds:g}s{setting}"
     elif "Connection refused" in text or "NewConnectionError" in text:
         text = "connection refused"
     return KubernetesError(f"cannot reach the Kubernetes API at {api.configuration.host}: {text}")

@@ -14,7 +14,7 @@ Order of work, each step on one shared simulation (a NodePool of real and upcomi
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence, Set
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from reconciler.config.settings import Config
@@ -25,10 +25,12 @@ from reconciler.domain.model import CPU, MEMORY, POD_SCALE_UP_DELAY, Instance, N
 from reconciler.domain.windows import closed_notice, longest_wait
 from reconciler.planning import headroom
 from reconciler.planning.baseline import Baseline, baseline
+from reconciler.planning.capacity_units import nodes_within, units, units_per_node
 from reconciler.planning.drainability import stays_on_node
 from reconciler.planning.existing import existing_node
 from reconciler.planning.placement import NodePool
 from reconciler.planning.predicates import PredicateContext, pvc_zones, unmodelled
+from reconciler.planning.pricing import NodePrice, monthly, node_price
 from reconciler.planning.scale_down import ScaleDownResult, plan_scale_down
 from reconciler.planning.scale_up import Candidate, Limits, ScaleUpResult, counted, plan_scale_up
 from reconciler.planning.simnode import SimNode
@@ -86,6 +88,7 @@ class _Work:
     approved_nodes: dict[str, str] = field(default_factory=dict)
     candidates: list[Candidate] = field(default_factory=list)  # scale-up's, reused for headroom
     limits: Limits | None = None  # cluster-wide resource limits, as scale-up found them
+    prices: dict[str, NodePrice] = field(default_factory=dict)  # group -> one new node's price
 
     def group_of(self, node: str) -> str | None:
         return _group_of(node, self.inputs.inventory.group_of_node, self.pool)
@@ -113,7 +116,13 @@ def _start(inputs: PlanInputs) -> _Work:
     pool = NodePool([existing_node(n, inventory, cutoff) for n in inventory.state.nodes], ctx)
     not_ready = {n.name for n in inventory.state.nodes if not n.ready}
     groups = [_Group(g, baseline(g.group, inputs.committed.get(g.name))) for g in inventory.groups]
-    return _Work(inputs, topology, pool, not_ready, groups)
+    options = config.expander_options
+    prices = {
+        g.name: price
+        for g in inventory.groups
+        if (price := node_price(g.group, g.template, inputs.prices, options)) is not None
+    }
+    return _Work(inputs, topology, pool, not_ready, groups, prices=prices)
 
 
 def _upcoming_capacity(work: _Work) -> None:
@@ -133,7 +142,9 @@ def _upcoming_capacity(work: _Work) -> None:
         )
         young = [i for i in g.inventory.unregistered if i.lifecycle_state in _LAUNCHING]
         g.stale = tuple(i for i in young if _age(i, now) > config.scale_up.max_node_provision_time)
-        g.upcoming = len(young) - len(g.stale) + g.base.unapplied_increase
+        # an increase not yet applied is in capacity units (WeightedCapacity): in nodes it is fewer
+        per_node = units_per_node(g.inventory.group, template)
+        g.upcoming = len(young) - len(g.stale) + nodes_within(g.base.unapplied_increase, per_node)
         g.backoff = _backoff(g, inputs.memory.backoffs.get(g.name), now, config)
         if g.backoff is not None:
             work.backoffs[g.name] = g.backoff
@@ -201,6 +212,14 @@ def _scale_up(work: _Work) -> ScaleUpResult:
     """Step 5: new nodes for the pods still waiting (bin-packing per group, the expanders choose)."""
     config = work.inputs.config
     candidates = [_candidate(g, work.bases[g.name], config.scale_up.max_step) for g in work.groups]
+    for candidate, g in zip(candidates, work.groups, strict=True):
+        price = work.prices.get(g.name)
+        candidate.hourly_price = price.hourly if price is not None else None
+        if price is None and "price" in config.expander and not candidate.blocked and candidate.template:
+            work.warnings.append(
+                f"{g.name}: no price for {candidate.template.instance_type} (the price expander ranks "
+                "it last): give it in expanderOptions.prices"
+            )
     work.limits = Limits.headroom(config, *_totals(work.inputs.inventory.state.nodes, work.groups))
     work.candidates = candidates
     up = plan_scale_up(
@@ -288,12 +307,15 @@ def _assemble(
         for need in wanted
     }
     group_plans = tuple(
-        _group_plan(
-            g,
-            up.new_nodes.get(g.name, 0),
-            up.pods_by_group.get(g.name, 0),
-            removals.get(g.name, ()),
-            rooms.get(g.name),
+        _priced(
+            _group_plan(
+                g,
+                up.new_nodes.get(g.name, 0),
+                up.pods_by_group.get(g.name, 0),
+                removals.get(g.name, ()),
+                rooms.get(g.name),
+            ),
+            work.prices.get(g.name),
         )
         for g in work.groups
     )
@@ -331,6 +353,15 @@ def _assemble(
         warnings=tuple(warnings),
         memory=memory,
     )
+
+
+def _priced(plan: GroupPlan, price: NodePrice | None) -> GroupPlan:
+    """The monthly cost of the nodes the plan adds, said in the scale-up's reasons and the JSON."""
+    if price is None or not plan.new_nodes:
+        return plan
+    cost = monthly(price, plan.new_nodes)
+    said = f"adds about ${cost:,.2f} a month ({plan.new_nodes} x {price.basis})"
+    return replace(plan, monthly_cost=cost, cost_basis=price.basis, reasons=(*plan.reasons, said))
 
 
 def _added(outcome: headroom.Outcome | None) -> int:
@@ -480,7 +511,8 @@ def _candidate(g: _Group, base: SimNode | None, max_step: int) -> Candidate:
         blocked = (
             f"{g.name}: no node template ({group.template_error or 'no Ready node and no instance type'})"
         )
-    room = max(0, min(group.max_size - capacity, max_step))
+    per_node = units_per_node(group, g.inventory.template)
+    room = max(0, min(nodes_within(group.max_size - capacity, per_node), max_step))
     return Candidate(g.name, g.inventory.template, base, room, size=capacity, blocked=blocked)
 
 
@@ -511,13 +543,20 @@ def _group_plan(
     group = g.inventory.group
     approved = tuple(Removal(i, _node_of(g, i), None, "approved, not yet applied", None) for i in g.kept)
     for_headroom = room.added if room is not None else 0
-    desired = g.base.capacity + len(g.cancelled) + new_nodes + for_headroom - len(removals)
+    per_node = units_per_node(group, g.inventory.template)
+    added_units = units(new_nodes + for_headroom, per_node)
+    desired = g.base.capacity + len(g.cancelled) + added_units - len(removals)
     reasons: list[str] = []
     action = NONE
     instance_type = g.inventory.template.instance_type if g.inventory.template else "?"
     if new_nodes:
         action = SCALE_UP
         reasons.append(f"{pods_helped} pending pod(s) need {new_nodes} × {instance_type}")
+    if added_units != new_nodes + for_headroom:
+        reasons.append(
+            f"{added_units} capacity units for {new_nodes + for_headroom} node(s): WeightedCapacity, "
+            f"{per_node} units a node whichever override AWS launches"
+        )
     if room is not None and (for_headroom or room.reason):
         text = f"headroom {room.headroom.describe()}"
         if for_headroom:

@@ -84,6 +84,9 @@ class PlanInputs:
     memory: PlannerMemory = PlannerMemory()
     proposed: frozenset[str] = frozenset()  # instances an open scale-down proposal names
     searched: str = ""  # where discovery looked, when it found no group (said in the plan's warning)
+    # on-demand USD per hour by instance type (the shipped table; the runtime fills it): the price
+    # expander's and the plan's cost (planning/pricing.py); expanderOptions.prices go over it
+    prices: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -153,6 +156,8 @@ class GroupPlan:
     backoff_until: datetime | None = None
     warnings: tuple[str, ...] = ()
     headroom: HeadroomPlan | None = None  # None: the manifest keeps no headroom for this group
+    monthly_cost: float | None = None  # USD a month the nodes this plan adds cost (None: not priced)
+    cost_basis: str = ""  # what the cost rests on: "m5.large at $0.0960/h on-demand"
 
     @property
     def remove_instances(self) -> tuple[str, ...]:
@@ -218,6 +223,11 @@ class Plan:
                     "backoffUntil": g.backoff_until.isoformat() if g.backoff_until else None,
                     "warnings": list(g.warnings),
                     "headroom": g.headroom.to_dict() if g.headroom else None,
+                    "monthlyCost": (
+                        None
+                        if g.monthly_cost is None
+                        else {"usd": g.monthly_cost, "nodes": g.new_nodes, "basis": g.cost_basis}
+                    ),
                 }
                 for g in self.groups
             ],

@@ -11,10 +11,12 @@ from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
+from reconciler.apply.caps import beyond_bounds
 from reconciler.aws.discovery import nothing_found
 from reconciler.aws.reader import AwsReader
 from reconciler.config.settings import Config
 from reconciler.domain.errors import ReconcilerError, UserError
+from reconciler.gitops.errors import WorkDirError
 from reconciler.gitops.proposal import open_proposal
 from reconciler.kube.client import api_client
 from reconciler.kube.control import Switch
@@ -33,6 +35,8 @@ def status_once(config: Config, snapshot: Path | None, now: datetime) -> StatusR
             proposal = _proposal(config)
             copy = working_copy(config, fetch=False)
             unapproved = {i for _, i in unsigned_removals(copy, config)}
+        except WorkDirError:
+            raise  # the deployment's to fix, not something Git said: exit 2
         except ReconcilerError as exc:
             error = str(exc)
     reader = AwsReader(config)
@@ -47,6 +51,7 @@ def status_once(config: Config, snapshot: Path | None, now: datetime) -> StatusR
         error,
         last_applied=applied,
         proposal=proposal,
+        beyond_bounds=beyond_bounds(config, inventory, committed) if committed is not None else None,
         unapproved=unapproved,
     )
     report = replace(report, aws_calls=reader.counter.snapshot())

@@ -5,7 +5,7 @@ group, `history` entries; and when a new record is worth writing at all (no idle
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 
 from reconciler.domain.durations import standing
@@ -97,20 +97,35 @@ def last_scale_up(
 
 
 def last_desired(
-    records: Mapping[str, Sequence[ApplyRecord]], cluster: str, *, before: datetime | None = None
+    records: Mapping[str, Sequence[ApplyRecord]],
+    cluster: str,
+    *,
+    before: datetime | None = None,
+    observed: Mapping[str, int] | None = None,
+    in_service: Callable[[str], bool] | None = None,
 ) -> dict[str, int]:
     """Each group's DesiredCapacity as the newest apply of this cluster (or the newest before
     `before`) left it: a different value in AWS now was set by someone else (drift, DESIGN §3.7).
 
     Newest by `newest_first`, never by `appliedAt` alone: after a clean 3 -> 1 the run's first
     intent (3 -> 2) shares the second of its result (3 -> 1), and must not be taken for the last
-    word (`status` would then call our own 1 drift "from 2")."""
+    word (`status` would then call our own 1 drift "from 2"). An open intent counts by its effect,
+    as apply reads it (TrustedRecords.last_desired), when the caller knows AWS now: a termination
+    whose instance is still `in_service`, or a raise whose group is not at its target (`observed`),
+    never happened, and the group is at the intent's "before"."""
     left: dict[str, int] = {}
     for record in newest_first(records):
         if record.cluster != cluster or (before is not None and record.applied_at >= before):
             continue
         for group in record.groups:
-            left.setdefault(group.name, group.desired_after)
+            if group.name in left:
+                continue
+            not_done = False
+            if record.phase == "intent" and group.terminated and in_service is not None:
+                not_done = any(in_service(i) for i in group.terminated)
+            elif record.phase == "intent" and not group.terminated and observed is not None:
+                not_done = observed.get(group.name) != group.desired_after
+            left[group.name] = group.desired_before if not_done else group.desired_after
     return left
 
 

@@ -33,7 +33,7 @@ from reconciler.gitops.forge import make_forge
 from reconciler.gitops.manifest import Manifest, for_cluster, parse_manifest
 from reconciler.gitops.plan_edits import committed_groups, listed_removals
 from reconciler.gitops.publish import Published, proposal_branch, publish
-from reconciler.gitops.record_reading import Records, last_desired, last_scale_up
+from reconciler.gitops.record_reading import Records, last_scale_up
 from reconciler.gitops.record_store import read_records
 from reconciler.gitops.repo import Update, WorkingCopy
 from reconciler.gitops.state import load_state
@@ -69,14 +69,15 @@ def read_manifest(text: str | None, label: str, config: Config | None = None) ->
     return for_cluster(manifest, config.cluster, f"the config ({config.source or 'config'})")
 
 
-def committed_on_main(config: Config) -> tuple[dict[str, CommittedGroup], str, dict[str, int]]:
-    """The manifest on git.branch as the planner reads it, where it was read from, and each group's
-    desired as the last apply left it (from the apply records)."""
+def committed_on_main(config: Config) -> tuple[dict[str, CommittedGroup], str, Records]:
+    """The manifest on git.branch as the planner reads it, where it was read from, and the apply
+    records on its first-parent line (each group's desired as the last apply left it:
+    `last_desired`, given what AWS has now)."""
     copy = working_copy(config)
     label = f"{config.git.branch}:{config.manifest_path}"
     text = copy.read_file(config.manifest_path, config.git.branch)
-    applied = last_desired(read_records(copy, config.git.branch), config.cluster)
-    return committed_groups(read_manifest(text, label, config)), label, applied
+    records = read_records(copy, config.git.branch)
+    return committed_groups(read_manifest(text, label, config)), label, records
 
 
 def _proposed(copy: WorkingCopy, config: Config) -> frozenset[str]:

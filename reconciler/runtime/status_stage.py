@@ -18,6 +18,7 @@ from reconciler.config.settings import Config
 from reconciler.domain.errors import ReconcilerError, UserError
 from reconciler.gitops.errors import WorkDirError
 from reconciler.gitops.proposal import open_proposal
+from reconciler.gitops.record_reading import last_desired
 from reconciler.kube.client import api_client
 from reconciler.kube.control import Switch
 from reconciler.runtime.plan_stage import committed_on_main, working_copy
@@ -27,11 +28,11 @@ from reconciler.views.status import ProposalStatus, StatusReport, build_status
 
 
 def status_once(config: Config, snapshot: Path | None, now: datetime) -> StatusReport:
-    committed, label, error, applied, proposal = None, None, None, None, None
+    committed, label, error, records, proposal = None, None, None, None, None
     unapproved: set[str] = set()
     if config.git.url:
         try:
-            committed, label, applied = committed_on_main(config)
+            committed, label, records = committed_on_main(config)
             proposal = _proposal(config)
             copy = working_copy(config, fetch=False)
             unapproved = {i for _, i in unsigned_removals(copy, config)}
@@ -43,6 +44,15 @@ def status_once(config: Config, snapshot: Path | None, now: datetime) -> StatusR
     inventory = observe(config, snapshot, now, reader, refreshes=True)  # a diagnostic: ask every group
     if not inventory.groups:  # exit 2, as plan: a config that finds no ASG is to be fixed first
         raise UserError(f"{config.source or 'config'}: nodeGroups: {nothing_found(config, reader.region)}")
+    applied = None
+    if records is not None:  # as apply reads it: an open intent counts by what AWS shows of it
+        states = {i.instance_id: i.lifecycle_state for g in inventory.groups for i in g.group.instances}
+        applied = last_desired(
+            records,
+            config.cluster,
+            observed={g.name: g.group.desired for g in inventory.groups},
+            in_service=lambda instance: states.get(instance) == "InService",
+        )
     report = build_status(
         config.cluster,
         inventory,

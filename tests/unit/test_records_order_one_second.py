@@ -47,3 +47,24 @@ def test_time_still_decides_where_it_can() -> None:
     assert last_desired(records, "prod") == {"general": 2}
     # `before` leaves out the record it names and everything after it
     assert last_desired(records, "prod", before=later.applied_at) == {"general": 4}
+
+
+def test_an_open_intent_counts_by_its_effect_when_aws_is_known() -> None:
+    """`status` reads an open intent as apply does: by what AWS shows of it."""
+    result = done(C1, 2, 2)
+    raise_intent = ApplyRecord(
+        C1,
+        T,
+        False,
+        (GroupRecord("general", "scale-up", 2, 3, (), "intent: raise desired 2 -> 3"),),
+        cluster="prod",
+        run="r2",
+        phase="intent",
+    )
+    records = Records({C1: [result, raise_intent]})
+    assert last_desired(records, "prod") == {"general": 3}  # nothing known of AWS: as recorded
+    assert last_desired(records, "prod", observed={"general": 3}) == {"general": 3}  # it went: ours
+    assert last_desired(records, "prod", observed={"general": 2}) == {"general": 2}  # it never did
+    terminating = Records({C1: [done(C1, 3, 3), intent(C1, 3, "i-b")]})
+    assert last_desired(terminating, "prod", in_service=lambda i: i == "i-b") == {"general": 3}
+    assert last_desired(terminating, "prod", in_service=lambda i: False) == {"general": 2}

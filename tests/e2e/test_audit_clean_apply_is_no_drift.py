@@ -11,7 +11,8 @@ import pytest
 
 from reconciler.runtime import apply_stage
 from tests.support.apply_steps import show
-from tests.support.apply_world import World
+from tests.support.apply_world import World, manifest_on_main
+from tests.support.git import git
 
 
 def test_status_after_a_clean_three_to_one_reports_no_drift(
@@ -38,3 +39,18 @@ def test_status_after_a_clean_three_to_one_reports_no_drift(
     assert not [w for w in group["warnings"] if "drift" in w], group["warnings"]
     history = world.cli(capsys, "history", "--output", "json")
     assert not [e for e in json.loads(history.out) if "drift" in e["reason"]]
+
+
+def test_the_plan_after_it_settles_the_removals_in_a_commit_that_says_so(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The trial's "mirror ASG min/max sizes" commit that settled 6 -> 1, through the CLI."""
+    world.add_node("node-c")
+    assert world.cli(capsys, "plan").code == 0
+    assert world.cli(capsys, "approve", "scale-down").code == 0
+    assert world.cli(capsys, "apply").code == 0 and world.desired() == 1
+    settled = world.cli(capsys, "plan")
+    assert settled.code == 0, show(settled)
+    subject = git("log", "-1", "--format=%s", "main", cwd=world.remote).strip()
+    assert subject == "capacity(prod): settle applied removals: general 3 -> 1", subject
+    assert "removeInstances: []" in manifest_on_main(world)

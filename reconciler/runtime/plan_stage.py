@@ -297,6 +297,8 @@ def withdraw_unsigned(
         if current is None:
             return None
         newest = newest_record(records, config.cluster)
+        if newest is None or not any(g.action == "refused" for g in newest.groups):
+            return None  # apply refused nothing: no history walk on every cycle
         refused = {
             key: commit
             for key, commit in unsigned_removals(copy, config).items()

@@ -18,6 +18,7 @@ from reconciler.config.settings import Config
 from reconciler.domain.errors import ReconcilerError, UserError
 from reconciler.gitops.errors import WorkDirError
 from reconciler.gitops.proposal import open_proposal
+from reconciler.gitops.publish import proposal_problem, way_out_of_a_broken_proposal
 from reconciler.gitops.record_reading import last_desired
 from reconciler.kube.client import api_client
 from reconciler.kube.control import Switch
@@ -30,12 +31,19 @@ from reconciler.views.status import ProposalStatus, StatusReport, build_status
 def status_once(config: Config, snapshot: Path | None, now: datetime) -> StatusReport:
     committed, label, error, records, proposal = None, None, None, None, None
     unapproved: set[str] = set()
+    notices: list[str] = []
     if config.git.url:
         try:
             committed, label, records = committed_on_main(config)
             proposal = _proposal(config)
             copy = working_copy(config, fetch=False)
             unapproved = {i for _, i in unsigned_removals(copy, config)}
+            broken = proposal_problem(copy, config)
+            if broken is not None and proposal is not None:
+                notices.append(
+                    f"scale-down proposal {proposal.branch} cannot be read: {broken}; the plan leaves it "
+                    f"as it is and proposes nothing new: {way_out_of_a_broken_proposal(proposal.branch)}"
+                )
         except WorkDirError:
             raise  # the deployment's to fix, not something Git said: exit 2
         except ReconcilerError as exc:
@@ -65,7 +73,7 @@ def status_once(config: Config, snapshot: Path | None, now: datetime) -> StatusR
         unapproved=unapproved,
     )
     report = replace(report, aws_calls=reader.counter.snapshot())
-    report = replace(report, warnings=report.warnings + inventory.state.warnings)  # what the read missed
+    report = replace(report, warnings=report.warnings + tuple(notices) + inventory.state.warnings)
     if snapshot is not None:
         return report  # a dump says nothing about the kill switch now
     known = [g.name for g in inventory.groups]

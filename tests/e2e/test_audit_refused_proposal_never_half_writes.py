@@ -52,6 +52,11 @@ def test_a_proposal_removing_every_instance_is_refused_before_any_push(
     assert head(world, "main") == git("rev-parse", "main", cwd=world.remote).strip()
     assert git("rev-list", "--count", f"{main_before}..main", cwd=world.remote).strip() == "1"
 
+    status = world.cli(capsys, "status")  # status names it too, with the way out
+    assert status.code == 0, show(status)
+    assert f"scale-down proposal {PROPOSAL} cannot be read" in status.out, status.out
+    assert f"git push origin --delete {PROPOSAL}" in status.out, status.out
+
     git("push", "--quiet", str(world.remote), f":refs/heads/{PROPOSAL}", cwd=world.remote)  # the way out
     mended = world.cli(capsys, "plan")
     assert mended.code == 0, show(mended)

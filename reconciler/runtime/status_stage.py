@@ -36,7 +36,14 @@ def status_once(config: Config, snapshot: Path | None, now: datetime) -> StatusR
     if not inventory.groups:  # exit 2, as plan: a config that finds no ASG is to be fixed first
         raise UserError(f"{config.source or 'config'}: nodeGroups: {nothing_found(config, reader.region)}")
     report = build_status(
-        config.cluster, inventory, committed, label, error, last_applied=applied, proposal=proposal
+        config.cluster,
+        inventory,
+        committed,
+        label,
+        error,
+        last_applied=applied,
+        proposal=proposal,
+        scale_up=config.scale_up,
     )
     report = replace(report, aws_calls=reader.counter.snapshot())
     report = replace(report, warnings=report.warnings + inventory.state.warnings)  # what the read missed

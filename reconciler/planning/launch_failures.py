@@ -32,7 +32,7 @@ def launch_failure(group: NodeGroup, settings: ScaleUpConfig) -> LaunchFailure |
     if not group.unfilled:
         return None
     failures: list[LaunchActivity] = []
-    for activity in group.launches:  # newest first
+    for activity in sorted(group.launches, key=lambda a: a.start, reverse=True):  # newest first
         if activity.succeeded:
             break
         if activity.failed:

@@ -604,6 +604,7 @@ def _group_plan(
         warnings=group.warnings,
         headroom=room,
         launch_failure=g.launch,
+        launch_backoff=g.failed > 0,
     )
 
 

@@ -184,6 +184,7 @@ class GroupPlan:
     warnings: tuple[str, ...] = ()
     headroom: HeadroomPlan | None = None  # None: the manifest keeps no headroom for this group
     launch_failure: LaunchFailure | None = None  # AWS could not launch its unfilled desired
+    launch_backoff: bool = False  # ... and the group is backed off for it in this plan
 
     @property
     def remove_instances(self) -> tuple[str, ...]:

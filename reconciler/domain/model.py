@@ -502,9 +502,19 @@ class NodeGroup:
     @property
     def unfilled(self) -> int:
         """Desired capacity AWS has no instance for yet: desired minus the instances it counts (not
-        leaving, not in Standby). It is on its way, or AWS cannot launch it (`launches` says which)."""
-        live = sum(1 for i in self.instances if i.lifecycle_state not in NOT_COUNTED_IN_DESIRED)
+        leaving, not in Standby; a mixed-instances group's by their WeightedCapacity, as AWS counts
+        desired). It is on its way, or AWS cannot launch it (`launches` says which)."""
+        live = sum(
+            self.instance_weights.get(i.instance_type, 1)
+            for i in self.instances
+            if i.lifecycle_state not in NOT_COUNTED_IN_DESIRED
+        )
         return max(0, self.desired - live)
+
+    @property
+    def launch_suspended(self) -> bool:
+        """The ASG's Launch process is suspended: AWS launches nothing, whatever desired says."""
+        return "Launch" in self.suspended_processes
 
 
 # Instances an ASG lists that are not part of its DesiredCapacity: leaving (terminated with or without

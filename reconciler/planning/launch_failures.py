@@ -14,7 +14,9 @@ failures since the group's last successful launch, oldest first:
 
 A successful launch since the failures ends it (CA removes a group's backoff when a scale-up of it
 succeeds). The failure only counts while the group still has desired without instances: once AWS
-filled it (late) or it went down, the failure is history.
+filled it (late) or it went down, the failure is history; so is a newest failure older than
+scaleUp.backoffResetTimeout (CA forgets such backoff data), e.g. one from before a later raise that
+AWS has not tried yet.
 """
 
 from __future__ import annotations
@@ -26,9 +28,10 @@ from reconciler.domain.model import LaunchActivity, NodeGroup
 from reconciler.planning.types import LaunchFailure
 
 
-def launch_failure(group: NodeGroup, settings: ScaleUpConfig) -> LaunchFailure | None:
+def launch_failure(group: NodeGroup, settings: ScaleUpConfig, now: datetime) -> LaunchFailure | None:
     """The group's current launch failure with its backoff, or None (no unfilled desired, no failed
-    launch since the last successful one). The backoff may have ended: `until` <= now then."""
+    launch since the last successful one, or none within scaleUp.backoffResetTimeout of `now`). The
+    backoff may have ended: `until` <= now then."""
     if not group.unfilled:
         return None
     failures: list[LaunchActivity] = []
@@ -37,7 +40,7 @@ def launch_failure(group: NodeGroup, settings: ScaleUpConfig) -> LaunchFailure |
             break
         if activity.failed:
             failures.append(activity)
-    if not failures:
+    if not failures or now - failures[0].start > settings.backoff_reset_timeout:
         return None
     failures.reverse()
     initial, longest, reset = settings.initial_backoff, settings.max_backoff, settings.backoff_reset_timeout

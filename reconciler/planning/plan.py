@@ -156,9 +156,11 @@ def _upcoming_capacity(work: _Work) -> None:
         young = [i for i in g.inventory.unregistered if i.lifecycle_state in _LAUNCHING]
         g.stale = tuple(i for i in young if _age(i, now) > config.scale_up.max_node_provision_time)
         unfilled = g.inventory.group.unfilled
-        g.launch = launch_failure(g.inventory.group, config.scale_up)
+        g.launch = launch_failure(g.inventory.group, config.scale_up, now)
         g.failed = unfilled if g.launch is not None and g.launch.until > now else 0
-        g.upcoming = len(young) - len(g.stale) + g.base.unapplied_increase + unfilled - g.failed
+        # with Launch suspended AWS launches nothing: the desired it lacks is not on its way
+        coming = 0 if g.inventory.group.launch_suspended else unfilled - g.failed
+        g.upcoming = len(young) - len(g.stale) + g.base.unapplied_increase + coming
         g.backoff = _backoff(g, inputs.memory.backoffs.get(g.name), now, config)
         if g.backoff is not None:
             work.backoffs[g.name] = g.backoff
@@ -496,6 +498,8 @@ def _candidate(g: _Group, base: SimNode | None, max_step: int) -> Candidate:
     blocked = ""
     if g.base.held:
         blocked = f"{g.name} is held in the manifest"
+    elif group.launch_suspended:
+        blocked = f"{g.name}: its Launch process is suspended (AWS launches nothing for a raise)"
     elif g.failed and g.launch is not None:
         blocked = (
             f"{g.name} backed off until {g.launch.until:%H:%M}: AWS could not launch "
@@ -609,23 +613,22 @@ def _group_plan(
 
 
 def _launch_reason(g: _Group) -> str:
-    """What AWS said, what it means for this plan, and that desired is left as it is (DESIGN §3.12:
-    lowering it could let AWS pick a running instance to terminate)."""
+    """What it means for this plan, that desired is left as it is (DESIGN §3.12: lowering it could let
+    AWS pick a running instance to terminate), and what AWS said, in its own words, last."""
     launch = g.launch
     assert launch is not None
-    said = (
+    text = (
         f"AWS could not launch {launch.unfilled} of desired {g.inventory.group.desired}: {launch.describe()}"
     )
-    said += f", {launch.failures} failed attempt(s) since {launch.since:%H:%M}"
-    if launch.last.message:
-        said += f": {launch.last.message}"
+    text += f", {launch.failures} failed attempt(s) since {launch.since:%H:%M}"
     if g.failed:
-        return (
-            f"{said}; backed off until {launch.until:%H:%M}, not counted as upcoming (desired left as it "
-            "is: AWS keeps trying, and an instance that launches late is proposed for removal by name "
-            "if unneeded)"
+        text += (
+            f"; backed off until {launch.until:%H:%M}, not counted as upcoming (desired left as it is: AWS "
+            "keeps trying, and an instance that launches late is proposed for removal by name if unneeded)"
         )
-    return f"{said}; backoff ended at {launch.until:%H:%M}: counted as upcoming again while AWS keeps trying"
+    else:
+        text += f"; backoff ended at {launch.until:%H:%M}: counted as upcoming again while AWS keeps trying"
+    return text + (f"; AWS says: {launch.last.message}" if launch.last.message else "")
 
 
 def _node_of(g: _Group, instance_id: str) -> str | None:

@@ -235,8 +235,8 @@ def build_status(
         template = entry.template
         entry_on_main = committed.get(entry.name) if committed is not None else None
         base = baseline(entry.group, entry_on_main)
-        failure = launch_failure(entry.group, settings)
         read_at = inventory.state.read_at
+        failure = launch_failure(entry.group, settings, read_at) if read_at is not None else None
         status = GroupStatus(
             name=entry.name,
             min_size=entry.group.min_size,
@@ -300,16 +300,16 @@ def build_status(
 
 
 def _launch_warning(status: GroupStatus, failure: LaunchFailure) -> str:
-    """AWS's own words, and what the planner does about them."""
+    """What the planner does about it, then AWS's own words."""
     text = (
         f"AWS could not launch {failure.unfilled} of desired {status.desired}: {failure.describe()}, "
         f"{failure.failures} failed attempt(s) since {failure.since:%H:%M}"
     )
-    if failure.last.message:
-        text += f": {failure.last.message}"
     if status.backed_off:
-        return text + f"; backed off until {failure.until:%H:%M} (scale-ups go to other groups)"
-    return text + f"; backoff ended at {failure.until:%H:%M}"
+        text += f"; backed off until {failure.until:%H:%M} (scale-ups go to other groups)"
+    else:
+        text += f"; backoff ended at {failure.until:%H:%M}"
+    return text + (f"; AWS says: {failure.last.message}" if failure.last.message else "")
 
 
 def _share(requested: int, allocatable: int) -> str:

@@ -221,12 +221,12 @@ def test_once_the_backoff_ends_the_unfilled_desired_counts_again() -> None:
 
 
 def test_a_late_launch_ends_the_failure() -> None:
-    assert launch_failure(two_groups(succeeded(1), failed(3)).groups["spot"], ScaleUpConfig()) is None
+    assert launch_failure(two_groups(succeeded(1), failed(3)).groups["spot"], ScaleUpConfig(), NOW) is None
 
 
 def test_a_filled_group_has_no_failure_whatever_its_history() -> None:
     world = two_groups(failed(1), desired=1)
-    assert launch_failure(world.groups["spot"], ScaleUpConfig()) is None
+    assert launch_failure(world.groups["spot"], ScaleUpConfig(), NOW) is None
 
 
 def test_the_backoff_follows_cluster_autoscalers_schedule_from_the_failures_alone() -> None:
@@ -236,7 +236,7 @@ def test_the_backoff_follows_cluster_autoscalers_schedule_from_the_failures_alon
 
     def until(*minutes_ago: float) -> timedelta:
         group = two_groups(*(failed(m) for m in sorted(minutes_ago))).groups["spot"]
-        found = launch_failure(group, settings)
+        found = launch_failure(group, settings, NOW)
         assert found is not None
         return found.until - NOW
 
@@ -245,7 +245,7 @@ def test_the_backoff_follows_cluster_autoscalers_schedule_from_the_failures_alon
     assert until(10, 0) == timedelta(minutes=10)  # after the first backoff ended: doubled
     assert until(60, 50, 35, 10, 0) == timedelta(minutes=30)  # 5, 10, 20, 40 -> capped at 30
     assert until(300, 0) == timedelta(minutes=5)  # more than 3h apart: starts over
-    found = launch_failure(two_groups(failed(1), failed(2), failed(300)).groups["spot"], settings)
+    found = launch_failure(two_groups(failed(1), failed(2), failed(300)).groups["spot"], settings, NOW)
     assert found is not None and (found.failures, found.since) == (2, NOW - timedelta(minutes=2))
 
 
@@ -256,3 +256,26 @@ def test_min_size_is_judged_on_instances_that_exist_not_on_desired_aws_could_not
     plan = world.plan(scale_down={"unneeded_time": timedelta(0)})
     spot = plan.group("spot")
     assert spot.removals == () and spot.desired == 3
+
+
+def test_a_failure_older_than_the_reset_timeout_is_history() -> None:
+    """A raise AWS has not tried yet, in a group that failed hours ago: on its way, nothing reported."""
+    plan = two_groups(failed(200)).plan()
+    spot = plan.group("spot")
+    assert spot.launch_failure is None and spot.upcoming == 2
+
+
+def test_a_weighted_group_counts_its_instances_as_aws_counts_desired() -> None:
+    """Mixed instances with WeightedCapacity: desired is in capacity units, and so is what is unfilled."""
+    world = two_groups(failed(1), desired=4)
+    world.groups["spot"] = replace(world.groups["spot"], instance_weights={"m5.xlarge": 4})
+    assert world.groups["spot"].unfilled == 0
+    assert launch_failure(world.groups["spot"], ScaleUpConfig(), NOW) is None
+
+
+def test_with_launch_suspended_the_desired_aws_lacks_is_not_on_its_way() -> None:
+    world = two_groups()
+    world.groups["spot"] = replace(world.groups["spot"], suspended_processes=("Launch",))
+    plan = world.plan()
+    assert plan.group("spot").upcoming == 0 and plan.group("spot").action == "none"
+    assert plan.group("ondemand").action == "scale-up"

@@ -87,6 +87,7 @@ class AwsClients:
     autoscaling: AutoScalingClient
     ec2: EC2Client
     region: str
+    eks: Any = None  # DescribeNodegroup for EKS managed node groups (aws/managed_nodegroups.py)
 
 
 def retry_config(core: botocore.session.Session) -> BotoConfig:
@@ -138,9 +139,10 @@ def make_clients(config: Config) -> AwsClients:
         options = retry_config(core)
         autoscaling = session.client("autoscaling", config=options)
         ec2 = session.client("ec2", config=options)
-        _bounded(autoscaling)
-        _bounded(ec2)
-    return AwsClients(autoscaling=autoscaling, ec2=ec2, region=region)
+        eks = session.client("eks", config=options)
+        for client in (autoscaling, ec2, eks):
+            _bounded(client)
+    return AwsClients(autoscaling=autoscaling, ec2=ec2, region=region, eks=eks)
 
 
 def aws_clients(config: Config) -> tuple[AutoScalingClient, EC2Client]:

@@ -19,6 +19,7 @@ from botocore.parsers import ResponseParserError
 from reconciler.aws.clients import is_aws_endpoint
 from reconciler.aws.instance_types import InstanceTypeInfo
 from reconciler.aws.launch import LaunchTypes
+from reconciler.aws.managed_nodegroups import ManagedNodegroup, merged_tags
 from reconciler.aws.templates import build_template, parse_template_tags
 from reconciler.config.settings import NodeTemplatesConfig
 from reconciler.domain.model import Instance, NodeGroup
@@ -161,6 +162,15 @@ def instances_of(asg: AutoScalingGroupTypeDef, ec2_facts: Mapping[str, Ec2Facts]
     return tuple(instances)
 
 
+def spot_share(asg: AutoScalingGroupTypeDef) -> float:
+    """The share of capacity above the on-demand base that a mixed-instances group buys as spot."""
+    policy = asg.get("MixedInstancesPolicy")
+    if not policy:
+        return 0.0
+    on_demand = policy.get("InstancesDistribution", {}).get("OnDemandPercentageAboveBaseCapacity", 100)
+    return max(0.0, min(1.0, (100 - int(on_demand)) / 100))
+
+
 def build_node_group(
     asg: AutoScalingGroupTypeDef,
     spec: ExplicitSpec | None,
@@ -174,16 +184,30 @@ def build_node_group(
     settings: NodeTemplatesConfig,
     templated: bool = True,
     cluster: str = "",
+    managed: ManagedNodegroup | None = None,
 ) -> NodeGroup:
     """Pure: everything described about one ASG, folded into the domain's NodeGroup."""
     name = asg["AutoScalingGroupName"]
     tags = asg_tags(asg)
     zones = tuple(sorted(asg.get("AvailabilityZones", [])))
-    template_tags = parse_template_tags(name, tags)
-    warnings = [*launch.warnings, *template_tags.warnings]
+    declared = parse_template_tags(name, tags)
+    warnings = [*launch.warnings, *declared.warnings]
+    template_tags = declared
+    if managed is not None and managed.error:
+        warnings.append(f"asg {name}: EKS managed node group labels and taints unknown: {managed.error}")
+    elif managed is not None:
+        template_tags = merged_tags(declared, managed)
     if spec is not None:
         warnings[:0] = bounds_warnings(spec, asg["MinSize"], asg["MaxSize"]) + cluster_tag_warning(
             name, tags, cluster
+        )
+    heavy = {t: w for t, w in launch.weights.items() if w != 1}
+    if heavy:
+        shown = ", ".join(f"{t} {w}" for t, w in sorted(heavy.items()))
+        warnings.append(
+            f"asg {name}: mixed-instances WeightedCapacity other than 1 ({shown}): AWS counts desired in "
+            "capacity units and the plan counts nodes, so a raise may launch fewer nodes than planned "
+            "and apply removes none (set every override's WeightedCapacity to 1, or leave it unset)"
         )
     if asg.get("Status") == DELETING:
         warnings.insert(0, f"asg {name}: is being deleted")
@@ -210,6 +234,7 @@ def build_node_group(
         has_scaling_policies=has_policies,
         has_instance_refresh=has_refresh,
         instance_weights=dict(launch.weights),
+        spot_share=spot_share(asg),
         instance_types=launch.instance_types,
         asg_min_size=asg["MinSize"],
         asg_max_size=asg["MaxSize"],
@@ -217,7 +242,7 @@ def build_node_group(
         options=template_tags.options,
         template=template,
         template_error=template_error,
-        declared_labels=dict(template_tags.labels),
-        declared_taints=template_tags.taints,
+        declared_labels=dict(declared.labels),
+        declared_taints=declared.taints,
         warnings=tuple(warnings),
     )

@@ -7,6 +7,7 @@ timedelta, `min:max` ranges to ints) so nothing downstream parses strings.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -32,6 +33,10 @@ class NodeGroupsConfig:
 class ExpanderOptions:
     priorities: tuple[tuple[int, tuple[str, ...]], ...] = ()  # highest priority first
     random_seed: int = 0
+    # the price expander and the plan's cost (planning/pricing.py): USD per hour by instance type
+    prices: Mapping[str, float] = field(default_factory=dict)  # on-demand, over the shipped table
+    spot_prices: Mapping[str, float] = field(default_factory=dict)  # spot, over the discount
+    spot_discount: float = 0.6  # spot priced at on-demand x (1 - discount) where no spot price is given
 
 
 @dataclass(frozen=True)
@@ -364,7 +369,13 @@ def _build(data: dict[str, Any], label: str, document: Any = None) -> Config:
             tuple(data["nodeGroups"]["autoDiscovery"]), tuple(data["nodeGroups"]["explicit"])
         ),
         expander=expander,
-        expander_options=ExpanderOptions(tuple(priorities), data["expanderOptions"]["randomSeed"]),
+        expander_options=ExpanderOptions(
+            tuple(priorities),
+            data["expanderOptions"]["randomSeed"],
+            prices=dict(data["expanderOptions"]["prices"]),
+            spot_prices=dict(data["expanderOptions"]["spotPrices"]),
+            spot_discount=data["expanderOptions"]["spotDiscount"],
+        ),
         scale_up=ScaleUpConfig(
             max_step=su["maxStep"],
             max_node_provision_time=_duration(su["maxNodeProvisionTime"]),

@@ -484,6 +484,9 @@ class NodeGroup:
     has_scaling_policies: bool = False
     has_instance_refresh: bool | None = None  # None: not asked (plan and apply ask when it matters)
     instance_weights: Mapping[str, int] = field(default_factory=dict)  # mixed instances
+    # share of new capacity AWS buys as spot (a mixed-instances distribution's
+    # OnDemandPercentageAboveBaseCapacity below 100): what the price expander and the plan's cost use
+    spot_share: float = 0.0
     instance_types: tuple[str, ...] = ()  # launch template / configuration / overrides, in order
     asg_min_size: int = 0  # the ASG's own bounds (min/max above may come from an explicit spec)
     asg_max_size: int = 0

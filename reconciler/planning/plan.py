@@ -16,7 +16,7 @@ Order of work, each step on one shared simulation (a NodePool of real and upcomi
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence, Set
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from reconciler.config.settings import Config
@@ -32,6 +32,7 @@ from reconciler.planning.existing import existing_node
 from reconciler.planning.launch_failures import launch_failure
 from reconciler.planning.placement import NodePool
 from reconciler.planning.predicates import PredicateContext, pvc_zones, unmodelled
+from reconciler.planning.pricing import NodePrice, monthly, node_price
 from reconciler.planning.scale_down import ScaleDownResult, plan_scale_down
 from reconciler.planning.scale_up import Candidate, Limits, ScaleUpResult, counted, plan_scale_up
 from reconciler.planning.simnode import SimNode
@@ -106,6 +107,7 @@ class _Work:
     approved_nodes: dict[str, str] = field(default_factory=dict)
     candidates: list[Candidate] = field(default_factory=list)  # scale-up's, reused for headroom
     limits: Limits | None = None  # cluster-wide resource limits, as scale-up found them
+    prices: dict[str, NodePrice] = field(default_factory=dict)  # group -> one new node's price
 
     def group_of(self, node: str) -> str | None:
         return _group_of(node, self.inputs.inventory.group_of_node, self.pool)
@@ -133,7 +135,13 @@ def _start(inputs: PlanInputs) -> _Work:
     pool = NodePool([existing_node(n, inventory, cutoff) for n in inventory.state.nodes], ctx)
     not_ready = {n.name for n in inventory.state.nodes if not n.ready}
     groups = [_Group(g, baseline(g.group, inputs.committed.get(g.name))) for g in inventory.groups]
-    return _Work(inputs, topology, pool, not_ready, groups)
+    options = config.expander_options
+    prices = {
+        g.name: price
+        for g in inventory.groups
+        if (price := node_price(g.group, g.template, inputs.prices, options)) is not None
+    }
+    return _Work(inputs, topology, pool, not_ready, groups, prices=prices)
 
 
 def _upcoming_capacity(work: _Work) -> None:
@@ -228,6 +236,14 @@ def _scale_up(work: _Work) -> ScaleUpResult:
     """Step 5: new nodes for the pods still waiting (bin-packing per group, the expanders choose)."""
     config = work.inputs.config
     candidates = [_candidate(g, work.bases[g.name], config.scale_up.max_step) for g in work.groups]
+    for candidate, g in zip(candidates, work.groups, strict=True):
+        price = work.prices.get(g.name)
+        candidate.hourly_price = price.hourly if price is not None else None
+        if price is None and "price" in config.expander and not candidate.blocked and candidate.template:
+            work.warnings.append(
+                f"{g.name}: no price for {candidate.template.instance_type} (the price expander ranks "
+                "it last): give it in expanderOptions.prices"
+            )
     work.limits = Limits.headroom(config, *_totals(work.inputs.inventory.state.nodes, work.groups))
     work.candidates = candidates
     up = plan_scale_up(
@@ -317,13 +333,16 @@ def _assemble(
     }
     failing = tuple(g for g in work.groups if g.failed)
     group_plans = tuple(
-        _group_plan(
-            g,
-            up.new_nodes.get(g.name, 0),
-            up.pods_by_group.get(g.name, 0),
-            removals.get(g.name, ()),
-            rooms.get(g.name),
-            failing,
+        _priced(
+            _group_plan(
+                g,
+                up.new_nodes.get(g.name, 0),
+                up.pods_by_group.get(g.name, 0),
+                removals.get(g.name, ()),
+                rooms.get(g.name),
+                failing,
+            ),
+            work.prices.get(g.name),
         )
         for g in work.groups
     )
@@ -361,6 +380,15 @@ def _assemble(
         warnings=tuple(warnings),
         memory=memory,
     )
+
+
+def _priced(plan: GroupPlan, price: NodePrice | None) -> GroupPlan:
+    """The monthly cost of the nodes the plan adds, said in the scale-up's reasons and the JSON."""
+    if price is None or not plan.new_nodes:
+        return plan
+    cost = monthly(price, plan.new_nodes)
+    said = f"adds about ${cost:,.2f} a month ({plan.new_nodes} x {price.basis})"
+    return replace(plan, monthly_cost=cost, cost_basis=price.basis, reasons=(*plan.reasons, said))
 
 
 def _added(outcome: headroom.Outcome | None) -> int:

@@ -37,6 +37,7 @@ class Candidate:
     size: int = 0  # capacity before this plan's additions, for balancing similar groups
     blocked: str = ""
     added: int = 0
+    hourly_price: float | None = None  # one new node, USD an hour (None: no price known)
     memo: dict[ClassKey, str | None] = field(default_factory=dict)
 
 
@@ -169,7 +170,15 @@ def plan_scale_up(
                 refusals.setdefault(cls.key, {})[candidate.name] = reason
             if result.helped:
                 estimates[candidate.name] = result
-                options.append(Option(candidate.name, result.node_count, result.placed, candidate.template))
+                options.append(
+                    Option(
+                        candidate.name,
+                        result.node_count,
+                        result.placed,
+                        candidate.template,
+                        candidate.hourly_price,
+                    )
+                )
         best = chain.best(options)
         if best is None:
             break

@@ -114,6 +114,9 @@ class PlanInputs:
     memory: PlannerMemory = PlannerMemory()
     proposed: frozenset[str] = frozenset()  # instances an open scale-down proposal names
     searched: str = ""  # where discovery looked, when it found no group (said in the plan's warning)
+    # on-demand USD per hour by instance type (the shipped table; the runtime fills it): the price
+    # expander's and the plan's cost (planning/pricing.py); expanderOptions.prices go over it
+    prices: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -185,6 +188,8 @@ class GroupPlan:
     headroom: HeadroomPlan | None = None  # None: the manifest keeps no headroom for this group
     launch_failure: LaunchFailure | None = None  # AWS could not launch its unfilled desired
     launch_backoff: bool = False  # ... and the group is backed off for it in this plan
+    monthly_cost: float | None = None  # USD a month the nodes this plan adds cost (None: not priced)
+    cost_basis: str = ""  # what the cost rests on: "m5.large at $0.0960/h on-demand"
 
     @property
     def remove_instances(self) -> tuple[str, ...]:
@@ -251,6 +256,11 @@ class Plan:
                     "warnings": list(g.warnings),
                     "headroom": g.headroom.to_dict() if g.headroom else None,
                     "launchFailure": g.launch_failure.to_dict() if g.launch_failure else None,
+                    "monthlyCost": (
+                        None
+                        if g.monthly_cost is None
+                        else {"usd": g.monthly_cost, "nodes": g.new_nodes, "basis": g.cost_basis}
+                    ),
                 }
                 for g in self.groups
             ],

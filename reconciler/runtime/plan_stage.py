@@ -6,10 +6,12 @@ first: a broken manifest or an unreachable remote stops the run before anything 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
+from types import MappingProxyType
 
 from reconciler.aws.calls import difference
 from reconciler.aws.discovery import nothing_found
@@ -39,6 +41,7 @@ from reconciler.planning.plan import make_plan
 from reconciler.planning.types import CommittedGroup, Plan, PlanInputs, PlannerMemory
 from reconciler.runtime.capacity_repo import default_work_dir as default_work_dir
 from reconciler.runtime.capacity_repo import working_copy as working_copy
+from reconciler.runtime.simulate_stage import load_prices
 from reconciler.runtime.world import observe
 
 
@@ -218,12 +221,19 @@ def _plan_once(
     return PlanRun(published.plan, published, inventory=inputs.inventory)
 
 
+@functools.cache
+def _shipped_prices() -> Mapping[str, float]:
+    return MappingProxyType(load_prices(None))
+
+
 def checked_plan(inputs: PlanInputs, reader: AwsReader) -> tuple[PlanInputs, Plan]:
     """The plan, after asking AWS about instance refreshes only for the groups it names instances to
     remove from (one DescribeInstanceRefreshes each, not one per group): a refresh is replacing
     that group's instances, so none is proposed there and the plan is made again without them —
     until every group it removes from has been asked (a plan made again may pick other groups).
     The answers are kept on the inputs (has_instance_refresh), so a group is asked once."""
+    if not inputs.prices:  # the shipped on-demand table: the price expander's and the plan's cost
+        inputs = replace(inputs, prices=_shipped_prices())
     while True:
         plan = planned(inputs)
         unasked = {

@@ -11,6 +11,7 @@ from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
+from reconciler.apply.caps import beyond_bounds
 from reconciler.aws.discovery import nothing_found
 from reconciler.aws.reader import AwsReader
 from reconciler.config.settings import Config
@@ -44,6 +45,7 @@ def status_once(config: Config, snapshot: Path | None, now: datetime) -> StatusR
         last_applied=applied,
         proposal=proposal,
         scale_up=config.scale_up,
+        beyond_bounds=beyond_bounds(config, inventory, committed) if committed is not None else None,
     )
     report = replace(report, aws_calls=reader.counter.snapshot())
     report = replace(report, warnings=report.warnings + inventory.state.warnings)  # what the read missed

@@ -52,7 +52,7 @@ REFUSAL_KINDS: tuple[RefusalKind, ...] = (
     "expired",  # approved longer ago than scaleDown.proposalTTL
     "rewritten",  # main's history does not hold the last applied commit (force-push), or goes back
     "busy",  # the re-check: the node is needed again, pods landed on it, a drain rule stopped it
-    "limits",  # min/max size, or a change that is not an increase
+    "limits",  # apply's own bounds: min/max size (ASG, nodeGroups.explicit), `limits`; not an increase
     "another-writer",  # cluster-autoscaler live, scaling policies, instance refresh, desired set by hand
     "lease",  # another apply holds the Lease
     "instance-changed",  # the instance or its node is no longer what was approved (Standby, gone, other)

@@ -32,9 +32,10 @@ import pytest
 
 from reconciler.aws import instance_types
 from reconciler.aws.cache import cache_root
+from reconciler.aws.clients import new_session
 from tests.support import k8s_objects as k
 from tests.support.apply_world import TAGS, World, pod
-from tests.support.aws import on_every_session
+from tests.support.aws import REGION, on_every_session
 from tests.support.failing_launches import FailingLaunches
 from tests.support.git import needs_ssh_keygen
 
@@ -116,6 +117,14 @@ def test_each_stage_calls_exactly_what_its_policy_grants(
     # And one at zero launching from a template: no node to copy, so its template version and
     # instance type are read (a group with a Ready node takes its template from the node).
     world.aws.asg("empty", min_size=0, max_size=0, desired=0, tags=TAGS, launch_template="lt-empty")
+    # And an EKS managed node group at zero: its labels and taints are the node group's (DescribeNodegroup).
+    eks = new_session(REGION).client("eks")
+    eks.create_cluster(name="prod", roleArn="arn:aws:iam::123456789012:role/eks", resourcesVpcConfig={})
+    eks.create_nodegroup(
+        clusterName="prod", nodegroupName="mng", nodeRole="arn:aws:iam::123456789012:role/n", subnets=["s"]
+    )
+    mng_tags = {**TAGS, "eks:cluster-name": "prod", "eks:nodegroup-name": "mng"}
+    world.aws.asg("eks-mng", min_size=0, max_size=0, desired=0, tags=mng_tags, launch_template="lt-mng")
 
     as_stage(world, recorder, capsys, "plan", "plan")  # node-b is idle: a scale-down proposal
     as_stage(world, recorder, capsys, "apply", "apply")  # nothing approved yet on main

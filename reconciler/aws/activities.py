@@ -22,7 +22,9 @@ every failed launch backs its group off.
 
 Calls: one DescribeScalingActivities per such group, one page of the newest 100 (older failures
 can only lengthen a backoff that is already at scaleUp.maxBackoff). Nothing is asked for a group
-whose instances fill its desired: that is every group, in steady state (docs/aws-calls.md).
+whose instances fill its desired: that is every group, in steady state (docs/aws-calls.md). A role
+without autoscaling:DescribeScalingActivities (one not updated yet) is not a failed plan: each such
+group carries a warning naming the fix, and its unfilled desired counts as on its way.
 """
 
 from __future__ import annotations
@@ -32,12 +34,16 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from botocore.exceptions import ClientError
+
+from reconciler.aws.clients import error_code
 from reconciler.domain.model import OTHER_ERROR, OUT_OF_RESOURCES, LaunchActivity
 
 if TYPE_CHECKING:
     from mypy_boto3_autoscaling import AutoScalingClient
 
 ACTIVITIES_PER_CALL = 100  # DescribeScalingActivities' MaxRecords ceiling
+DENIED = frozenset({"AccessDenied", "AccessDeniedException", "UnauthorizedOperation"})
 LAUNCH_PREFIX = "Launching a new EC2 instance"
 
 # EC2 error codes AWS names in a failed launch, by class. Codes are EC2's (RunInstances, CreateFleet).
@@ -130,9 +136,27 @@ def launch_activities(activities: Iterable[Mapping[str, Any]]) -> tuple[LaunchAc
     return tuple(sorted(found, key=lambda a: a.start, reverse=True))
 
 
+class Denied(Exception):
+    """The role may not call DescribeScalingActivities."""
+
+
 def fetch_launches(autoscaling: AutoScalingClient, group: str) -> tuple[LaunchActivity, ...]:
-    """The newest page of one group's scaling activities, as launch attempts (one request)."""
-    reply = autoscaling.describe_scaling_activities(
-        AutoScalingGroupName=group, MaxRecords=ACTIVITIES_PER_CALL
-    )
+    """The newest page of one group's scaling activities, as launch attempts (one request); Denied
+    when the role lacks the permission (other failures are the caller's to report)."""
+    try:
+        reply = autoscaling.describe_scaling_activities(
+            AutoScalingGroupName=group, MaxRecords=ACTIVITIES_PER_CALL
+        )
+    except ClientError as exc:
+        if error_code(exc) in DENIED:
+            raise Denied(group) from None
+        raise
     return launch_activities(reply.get("Activities", []))
+
+
+def denied_warning(group: str) -> str:
+    return (
+        f"asg {group}: desired is above its instances and its scaling activities could not be read "
+        "(autoscaling:DescribeScalingActivities denied): a launch AWS could not make is not recognised, "
+        "and the missing instances count as on their way; grant it to the role (examples/iam/)"
+    )

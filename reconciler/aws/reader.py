@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
-from reconciler.aws.activities import fetch_launches
+from reconciler.aws.activities import Denied, denied_warning, fetch_launches
 from reconciler.aws.cache import FactCache, cache_file
 from reconciler.aws.calls import CallCounter
 from reconciler.aws.clients import AwsClients, aws_errors, is_aws_endpoint, make_clients
@@ -144,6 +144,7 @@ class AwsReader:
         again), like the ASG descriptions it came with."""
         max_age = self._config.aws.refresh_interval.total_seconds()
         found: list[NodeGroup] = []
+        denied = False
         with aws_errors("reading scaling activities"):
             for group in groups:
                 if not group.unfilled:
@@ -159,9 +160,17 @@ class AwsReader:
                     and 0 <= self._clock() - held[1] < max_age
                 ):
                     launches = held[0]
+                elif denied:
+                    found.append(replace(group, warnings=(*group.warnings, denied_warning(group.name))))
+                    continue
                 else:
                     read_at = self._clock()
-                    launches = fetch_launches(self.clients.autoscaling, group.name)
+                    try:
+                        launches = fetch_launches(self.clients.autoscaling, group.name)
+                    except Denied:
+                        denied = True  # asked once per read: the others would be denied too
+                        found.append(replace(group, warnings=(*group.warnings, denied_warning(group.name))))
+                        continue
                     with self._lock:
                         if self._generation == generation:
                             self._launches[group.name] = (launches, read_at, shape)

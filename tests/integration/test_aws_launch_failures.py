@@ -4,10 +4,15 @@ reused in `run` only while the group looks the same."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+from botocore.awsrequest import AWSResponse
+
 from reconciler.aws.discovery import ClusterView
 from reconciler.aws.reader import AwsReader
 from reconciler.domain.model import OUT_OF_RESOURCES
-from tests.support.aws import MotoAws
+from tests.support.aws import MotoAws, _Body, on_every_session, query_error
 from tests.support.failing_launches import SPOT_CAPACITY, FailingLaunches
 
 TAGS = {"k8s.io/cluster-autoscaler/enabled": "true"}
@@ -56,3 +61,35 @@ def test_run_reuses_the_answer_only_while_the_group_looks_the_same(
     assert spot.unfilled == 0 and spot.launches == ()  # filled: nothing asked
     assert [i.instance_id for i in spot.instances] == [late]
     assert failing_launches.asked == ["spot", "spot"]
+
+
+def test_a_role_without_the_permission_is_a_warning_not_a_failed_plan(
+    aws: MotoAws, failing_launches: FailingLaunches, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plan role not updated yet: AWS answers 403 AccessDenied. Each group with desired above its
+    instances says so and how to fix it; the read is asked once, not once per group."""
+    denied: list[str] = []
+
+    def refuse(request: Any, **_: Any) -> Any:
+        denied.append("DescribeScalingActivities")
+        body = query_error(
+            "AccessDenied",
+            "User: arn:aws:sts::123456789012:assumed-role/plan/x is not authorized to perform: "
+            "autoscaling:DescribeScalingActivities because no identity-based policy allows the "
+            "autoscaling:DescribeScalingActivities action",
+        )
+        return AWSResponse(request.url, 403, {"Content-Type": "text/xml"}, _Body(body))
+
+    on_every_session(monkeypatch, "before-send.auto-scaling.DescribeScalingActivities", refuse)
+    for name in ("a", "b"):
+        aws.asg(name, desired=0, tags=TAGS)
+        failing_launches.fail(name)
+        aws.autoscaling.set_desired_capacity(AutoScalingGroupName=name, DesiredCapacity=1)
+    config = aws.config([SPEC])
+    groups = AwsReader(config).node_groups(config, ClusterView())
+    assert denied == ["DescribeScalingActivities"]
+    for group in groups:
+        assert group.launches == ()
+        assert any("autoscaling:DescribeScalingActivities denied" in w for w in group.warnings), (
+            group.warnings
+        )

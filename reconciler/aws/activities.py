@@ -108,14 +108,15 @@ def classify(message: str) -> tuple[str, str]:
     return "", OTHER_ERROR
 
 
-def launch_activity(activity: Mapping[str, Any]) -> LaunchActivity | None:
+def launch_activity(activity: Mapping[str, Any], read_at: datetime | None = None) -> LaunchActivity | None:
     """A launch attempt from one DescribeScalingActivities entry; None for other activities
-    (terminations, capacity rebalancing, warm pools)."""
+    (terminations, capacity rebalancing, warm pools). An entry without StartTime (AWS always sends
+    one; an emulator may not) takes its EndTime, else `read_at`: it is not dropped."""
     description = str(activity.get("Description", ""))
     if not description.startswith(LAUNCH_PREFIX):
         return None
     status = str(activity.get("StatusCode", ""))
-    start = activity.get("StartTime")
+    start = activity.get("StartTime") or activity.get("EndTime") or read_at
     if not isinstance(start, datetime):
         return None
     if start.tzinfo is None:
@@ -130,9 +131,11 @@ def launch_activity(activity: Mapping[str, Any]) -> LaunchActivity | None:
     return LaunchActivity(found.activity_id, start, status, message, code, error_class)
 
 
-def launch_activities(activities: Iterable[Mapping[str, Any]]) -> tuple[LaunchActivity, ...]:
+def launch_activities(
+    activities: Iterable[Mapping[str, Any]], read_at: datetime | None = None
+) -> tuple[LaunchActivity, ...]:
     """The launch attempts among `activities`, newest first."""
-    found = [a for a in (launch_activity(item) for item in activities) if a is not None]
+    found = [a for a in (launch_activity(item, read_at) for item in activities) if a is not None]
     return tuple(sorted(found, key=lambda a: a.start, reverse=True))
 
 
@@ -151,7 +154,7 @@ def fetch_launches(autoscaling: AutoScalingClient, group: str) -> tuple[LaunchAc
         if error_code(exc) in DENIED:
             raise Denied(group) from None
         raise
-    return launch_activities(reply.get("Activities", []))
+    return launch_activities(reply.get("Activities", []), datetime.now(UTC))
 
 
 def denied_warning(group: str) -> str:

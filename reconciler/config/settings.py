@@ -49,6 +49,9 @@ class ScaleUpConfig:
     balance_similar_node_groups: bool = False
     initial_backoff: timedelta = timedelta(minutes=5)
     max_backoff: timedelta = timedelta(minutes=30)
+    # a group with no failure for this long starts its next backoff at initial_backoff again (CA's
+    # --node-group-backoff-reset-timeout)
+    backoff_reset_timeout: timedelta = timedelta(hours=3)
 
 
 @dataclass(frozen=True)
@@ -382,6 +385,7 @@ def _build(data: dict[str, Any], label: str, document: Any = None) -> Config:
             balance_similar_node_groups=su["balanceSimilarNodeGroups"],
             initial_backoff=_duration(su["initialBackoff"]),
             max_backoff=_duration(su["maxBackoff"]),
+            backoff_reset_timeout=_duration(su["backoffResetTimeout"]),
         ),
         scale_down=ScaleDownConfig(
             enabled=sd["enabled"],

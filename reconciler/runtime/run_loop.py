@@ -259,6 +259,7 @@ class Runner:
                 proposed=proposal.removals if proposal else None,
                 pod_uids={p.key: p.uid for p in pods if p.uid},
                 proposal_branch=proposal.branch if proposal else "",
+                status_configmap=(self.namespace, STATUS_CONFIGMAP),
             )
         )
         with self._lock:

@@ -15,8 +15,9 @@ so the ClusterState of an idle cycle costs a few tuple copies, not a list of 150
 the one a fresh LiveReader read builds (tests/integration/test_kube_cache.py checks that).
 
 cluster-autoscaler's Lease and status ConfigMap are watched by name in every namespace, as the live
-read lists them; where that list is forbidden the state says so and each cycle reads kube-system
-only, as the live read does. Namespaces we may not list are "not read", as there.
+read lists them (only the configured namespaces' count); where that list is forbidden the state
+says so and each cycle reads those namespaces by name, as the live read does. Namespaces we may
+not list are "not read", as there.
 
 The Pod reflector also wakes the plan: each pod is reported to `on_unschedulable` once per
 transition into PodScheduled=False/Unschedulable (forgotten when it is bound, no longer
@@ -49,7 +50,12 @@ from kubernetes.client.exceptions import ApiException
 
 from reconciler.domain.backoff import EQUAL_JITTER, Backoff
 from reconciler.domain.model import ClusterState, Pod
-from reconciler.kube.autoscaler import DEFAULT_LEASE, DEFAULT_STATUS_CONFIGMAP, detect_autoscaler
+from reconciler.kube.autoscaler import (
+    DEFAULT_LEASE,
+    DEFAULT_NAMESPACES,
+    DEFAULT_STATUS_CONFIGMAP,
+    judge_autoscaler,
+)
 from reconciler.kube.errors import KubernetesError
 from reconciler.kube.live import NAMESPACES_FORBIDDEN, REQUIRED_KINDS, ListForbidden, LiveReader
 from reconciler.kube.parse import TERMINAL_PHASES, ObjectReader, Raw
@@ -536,6 +542,7 @@ class ClusterCache:
         *,
         page_size: int = 500,
         autoscaler_names: tuple[str, str] = (DEFAULT_LEASE, DEFAULT_STATUS_CONFIGMAP),
+        autoscaler_namespaces: tuple[str, ...] = DEFAULT_NAMESPACES,
         resync: float = 600.0,
         on_unschedulable: Callable[[str], None] | None = None,
         request_timeout: float = 30.0,
@@ -556,7 +563,7 @@ class ClusterCache:
         self.stale_after = stale_after
         self.clock, self.wall = clock, wall
         self.initial_backoff, self.max_backoff = initial_backoff, max_backoff
-        self.reader = LiveReader(api, page_size, autoscaler_names)
+        self.reader = LiveReader(api, page_size, autoscaler_names, autoscaler_namespaces)
         self._reflectors: dict[str, Reflector] = {}
         self._relists: Counter[tuple[str, str]] = Counter()
         self._lock = threading.Lock()
@@ -679,13 +686,17 @@ class ClusterCache:
         unchecked: list[str] = []
         for kind in ("Lease", "ConfigMap"):
             reflector = reflectors[kind]
-            if reflector.forbidden:  # the live read's fallback, each cycle: kube-system only
-                warning, found = self.reader.autoscaler_in_kube_system(kind)
+            if reflector.forbidden:  # the live read's fallback, each cycle: the configured namespaces
+                warning, found = self.reader.autoscaler_where_configured(kind)
                 warnings.append(warning)
                 unchecked.append(warning)
-                evidence[kind] = [found] if found is not None else []
+                evidence[kind] = found
             else:
                 evidence[kind] = list(reflector.store.objects())
+        autoscaler, doubts = judge_autoscaler(
+            evidence["ConfigMap"], evidence["Lease"], now, self.reader.autoscaler_namespaces
+        )
+        warnings.extend(doubts)
         return ClusterState(
             nodes=reflectors["Node"].store.objects(),
             pods=reflectors["Pod"].store.objects(),
@@ -693,7 +704,7 @@ class ClusterCache:
             daemonsets=reflectors["DaemonSet"].store.objects(),
             pvs=reflectors["PersistentVolume"].store.objects(),
             pvcs=reflectors["PersistentVolumeClaim"].store.objects(),
-            autoscaler=detect_autoscaler(evidence["ConfigMap"], evidence["Lease"], now),
+            autoscaler=autoscaler,
             autoscaler_unchecked=tuple(unchecked),
             read_at=now,
             namespaces=namespaces,

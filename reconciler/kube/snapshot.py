@@ -35,6 +35,7 @@ from reconciler.config.documents import JSON_TOO_DEEP, parse_yaml_all
 from reconciler.domain.errors import UserError
 from reconciler.domain.model import ClusterState
 from reconciler.domain.snapshot_completeness import COMPLETE_DUMP
+from reconciler.kube.autoscaler import DEFAULT_LEASE, DEFAULT_NAMESPACES, DEFAULT_STATUS_CONFIGMAP
 from reconciler.kube.schema import READ_KINDS, envelope_decoder, item_decoder, kind_decoder
 from reconciler.kube.state import StateBuilder
 
@@ -50,19 +51,28 @@ Object = tuple[str, Mapping[str, Any]]
 _A_LIST: Object = ("<list>", {})
 
 
-def read_snapshot(path: Path, now: datetime, autoscaler_names: tuple[str, str] | None = None) -> ClusterState:
-    """`autoscaler_names`: cluster-autoscaler's Lease and status ConfigMap names (the defaults without)."""
+def read_snapshot(
+    path: Path,
+    now: datetime,
+    autoscaler_names: tuple[str, str] | None = None,
+    autoscaler_namespaces: tuple[str, ...] = DEFAULT_NAMESPACES,
+) -> ClusterState:
+    """`autoscaler_names`: cluster-autoscaler's Lease and status ConfigMap names (the defaults without);
+    `autoscaler_namespaces`: where they count as evidence."""
     collecting = gc.isenabled()
     gc.disable()  # as in live listing: many long-lived objects, no cycles
     try:
-        return _read_snapshot(path, now, autoscaler_names)
+        return _read_snapshot(path, now, autoscaler_names, autoscaler_namespaces)
     finally:
         if collecting:
             gc.enable()
 
 
-def _read_snapshot(path: Path, now: datetime, autoscaler_names: tuple[str, str] | None) -> ClusterState:
-    builder = StateBuilder(*autoscaler_names) if autoscaler_names else StateBuilder()
+def _read_snapshot(
+    path: Path, now: datetime, autoscaler_names: tuple[str, str] | None, namespaces: tuple[str, ...]
+) -> ClusterState:
+    lease, status = autoscaler_names or (DEFAULT_LEASE, DEFAULT_STATUS_CONFIGMAP)
+    builder = StateBuilder(lease, status, namespaces)
     files = _files(path)
     if not files:
         raise UserError(f"{path}: no .json or .yaml files in this directory (pass a kubectl dump)")

@@ -15,7 +15,12 @@ from reconciler.domain.model import (
     Pod,
     PodDisruptionBudget,
 )
-from reconciler.kube.autoscaler import DEFAULT_LEASE, DEFAULT_STATUS_CONFIGMAP, detect_autoscaler
+from reconciler.kube.autoscaler import (
+    DEFAULT_LEASE,
+    DEFAULT_NAMESPACES,
+    DEFAULT_STATUS_CONFIGMAP,
+    judge_autoscaler,
+)
 from reconciler.kube.parse import TERMINAL_PHASES, ObjectReader, Raw
 
 _BY_NAME = attrgetter("name")
@@ -37,10 +42,14 @@ class StateBuilder:
     """Collects objects kind by kind; `build()` returns the immutable ClusterState."""
 
     def __init__(
-        self, autoscaler_lease: str = DEFAULT_LEASE, autoscaler_status: str = DEFAULT_STATUS_CONFIGMAP
+        self,
+        autoscaler_lease: str = DEFAULT_LEASE,
+        autoscaler_status: str = DEFAULT_STATUS_CONFIGMAP,
+        autoscaler_namespaces: tuple[str, ...] = DEFAULT_NAMESPACES,
     ) -> None:
         self.reader = ObjectReader()
         self.autoscaler_names = {"Lease": autoscaler_lease, "ConfigMap": autoscaler_status}
+        self.autoscaler_namespaces = autoscaler_namespaces
         self.nodes: list[Node] = []
         self.pods: list[Pod] = []
         self.pdbs: list[PodDisruptionBudget] = []
@@ -126,6 +135,9 @@ class StateBuilder:
 
     def build(self, now: datetime) -> ClusterState:
         # One canonical order whatever the source's, so equal clusters give equal states and plans.
+        autoscaler, doubts = judge_autoscaler(
+            self.autoscaler_configmaps, self.autoscaler_leases, now, self.autoscaler_namespaces
+        )
         return ClusterState(
             nodes=tuple(sorted(self.nodes, key=_BY_NAME)),
             pods=tuple(sorted(self.pods, key=_BY_NAMESPACED_NAME)),  # lists arrive sorted: O(n)
@@ -133,9 +145,9 @@ class StateBuilder:
             daemonsets=tuple(sorted(self.daemonsets, key=_BY_NAMESPACED_NAME)),
             pvs=tuple(sorted(self.pvs, key=_BY_NAME)),
             pvcs=tuple(sorted(self.pvcs, key=_BY_NAMESPACED_NAME)),
-            autoscaler=detect_autoscaler(self.autoscaler_configmaps, self.autoscaler_leases, now),
+            autoscaler=autoscaler,
             autoscaler_unchecked=tuple(self.autoscaler_unchecked),
             read_at=now,
             namespaces=None if self.namespaces is None else dict(sorted(self.namespaces.items())),
-            warnings=tuple(self.warnings),
+            warnings=(*self.warnings, *doubts),
         )

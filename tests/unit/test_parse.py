@@ -163,13 +163,17 @@ def test_cluster_autoscaler_detection() -> None:
     now = datetime(2026, 1, 2, 12, 0, tzinfo=UTC)
     fresh_cm = {
         "metadata": {
+            "namespace": "kube-system",
             "annotations": {
                 "cluster-autoscaler.kubernetes.io/last-updated": "2026-01-02 11:58:00.1 +0000 UTC"
-            }
+            },
         }
     }
-    stale_cm = {"data": {"status": "Cluster-autoscaler status at 2026-01-01 11:58:00.1 +0000 UTC:\n..."}}
-    lease = {"spec": {"renewTime": "2026-01-02T11:59:30.000000Z"}}
+    stale_cm = {
+        "metadata": {"namespace": "kube-system"},
+        "data": {"status": "Cluster-autoscaler status at 2026-01-01 11:58:00.1 +0000 UTC:\n..."},
+    }
+    lease = {"metadata": {"namespace": "kube-system"}, "spec": {"renewTime": "2026-01-02T11:59:30.000000Z"}}
     found = detect_autoscaler([fresh_cm], [], now)
     assert found is not None and "configmap" in found.source
     assert detect_autoscaler([stale_cm], [], now) is None

@@ -58,9 +58,10 @@ from reconciler.kube.autoscaler import (
 )
 from reconciler.kube.errors import KubernetesError
 from reconciler.kube.live import NAMESPACES_FORBIDDEN, REQUIRED_KINDS, ListForbidden, LiveReader
-from reconciler.kube.parse import TERMINAL_PHASES, ObjectReader, Raw
+from reconciler.kube.parse import TERMINAL_PHASES, UNREADABLE, ObjectReader, Raw, left_out
 from reconciler.kube.retry import transient
 from reconciler.kube.schema import item_decoder
+from reconciler.kube.state import left_out_warnings
 from reconciler.kube.watch_stream import describe, lines, shut
 
 _log = logging.getLogger(__name__)
@@ -279,6 +280,10 @@ class Reflector:
         self._relisted = relisted
         self.on_unschedulable = on_unschedulable if kind == "Pod" else None
         self.store = _Store()
+        # objects that cannot be read, by key: each left out with a warning, never a failed list or
+        # watch (a tenant's pod would make the reflector relist and fail for ever); replaced whole
+        # on every change, so a plan's thread reads it without a lock
+        self.left_out: Mapping[Key, str] = {}
         self.version = ""  # the newest resourceVersion seen
         self.synced = threading.Event()
         self.forbidden = False  # an optional kind whose list answered 403: listed again at resync
@@ -397,6 +402,7 @@ class Reflector:
         convert = _converter(self.kind, reader, self.names)
         old = self.store.items  # only this thread writes it
         fresh: dict[Key, Entry] = {}
+        unread: dict[Key, str] = {}
 
         def add(items: list[dict[str, Any]]) -> None:
             for raw in items:
@@ -407,14 +413,23 @@ class Reflector:
                 if kept is not None and version and kept[0] == version:
                     fresh[kept[2]] = kept
                     continue
-                value = convert(raw)
+                try:
+                    value = convert(raw)
+                except UNREADABLE as exc:
+                    unread[key] = left_out(self.kind, raw, exc)
+                    continue
                 if value is not None:
                     fresh[key] = (version, value, key)
 
         forbidden = False
         with _no_gc():
+
+            def again() -> None:
+                fresh.clear()
+                unread.clear()
+
             try:
-                version = self.reader.list_kind(self.kind, add, fresh.clear)
+                version = self.reader.list_kind(self.kind, add, again)
             except ListForbidden as exc:
                 if self.kind not in OPTIONAL_KINDS:
                     raise
@@ -426,6 +441,7 @@ class Reflector:
         self.forbidden = forbidden
         self._convert = convert
         self.store.replace(fresh)
+        self.left_out = unread
         self.version = version
         self._resync_at = self.clock() + self.resync
         self.last_event = self.wall()
@@ -511,7 +527,17 @@ class Reflector:
         if kind == "BOOKMARK":
             return
         key = _key(document)
-        value = self._convert(document) if kind in ("ADDED", "MODIFIED") else None
+        value = None
+        problem = ""
+        if kind in ("ADDED", "MODIFIED"):
+            try:
+                value = self._convert(document)
+            except UNREADABLE as exc:
+                problem = left_out(self.kind, document, exc)
+        if problem:
+            self.left_out = {**self.left_out, key: problem}
+        elif key in self.left_out:
+            self.left_out = {k: v for k, v in self.left_out.items() if k != key}
         if value is None:  # deleted, or (with the selector) no longer one of ours: a finished pod
             self.store.delete(key)
         else:
@@ -690,9 +716,14 @@ class ClusterCache:
                 warning, found = self.reader.autoscaler_where_configured(kind)
                 warnings.append(warning)
                 unchecked.append(warning)
-                evidence[kind] = found
+                evidence[kind] = list(found)
             else:
                 evidence[kind] = list(reflector.store.objects())
+        warnings.extend(
+            left_out_warnings(
+                message for kind in KINDS for _, message in sorted(reflectors[kind].left_out.items())
+            )
+        )
         autoscaler, doubts = judge_autoscaler(
             evidence["ConfigMap"], evidence["Lease"], now, self.reader.autoscaler_namespaces
         )

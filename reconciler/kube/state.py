@@ -21,8 +21,9 @@ from reconciler.kube.autoscaler import (
     DEFAULT_STATUS_CONFIGMAP,
     judge_autoscaler,
 )
-from reconciler.kube.parse import TERMINAL_PHASES, ObjectReader, Raw
+from reconciler.kube.parse import TERMINAL_PHASES, UNREADABLE, ObjectReader, Raw, left_out
 
+LEFT_OUT_SHOWN = 20  # objects left out that are named one by one; the rest are counted
 _BY_NAME = attrgetter("name")
 _BY_NAMESPACED_NAME = attrgetter("namespace", "name")
 
@@ -63,8 +64,16 @@ class StateBuilder:
         # None until namespaces are read (a listing, even an empty one, or a Namespace in a snapshot)
         self.namespaces: dict[str, Mapping[str, str]] | None = None
         self.warnings: list[str] = []
+        self.left_out: list[str] = []  # objects that could not be read, each a warning
 
     def add(self, kind: str, raw: Raw) -> None:
+        """One object of `kind`; one that cannot be read is left out with a warning naming it."""
+        try:
+            self._add(kind, raw)
+        except UNREADABLE as exc:
+            self.left_out.append(left_out(kind, raw, exc))
+
+    def _add(self, kind: str, raw: Raw) -> None:
         reader = self.reader
         if kind == "Pod":
             if (raw.get("status") or {}).get("phase") not in TERMINAL_PHASES:
@@ -99,14 +108,18 @@ class StateBuilder:
             for raw in items:
                 self.add(kind, raw)
             return
-        # the hot loop of a listing: 150k pods, so no per-item dispatch
+        # the hot loop of a listing: 150k pods, so no per-item dispatch (a `try` costs nothing)
         convert, append = self.reader.pod, self.pods.append
         for raw in items:
             if (raw.get("status") or {}).get("phase") not in TERMINAL_PHASES:
-                append(convert(raw))
+                try:
+                    append(convert(raw))
+                except UNREADABLE as exc:
+                    self.left_out.append(left_out(kind, raw, exc))
 
     def forget(self, kind: str) -> None:
         """Drop what arrived of `kind`: its listing starts again (its continue token expired)."""
+        self.left_out = [w for w in self.left_out if not w.startswith(f"{kind.lower()} ")]
         if kind == "Pod":
             self.pods = []
         elif kind == "Node":
@@ -149,5 +162,17 @@ class StateBuilder:
             autoscaler_unchecked=tuple(self.autoscaler_unchecked),
             read_at=now,
             namespaces=None if self.namespaces is None else dict(sorted(self.namespaces.items())),
-            warnings=(*self.warnings, *doubts),
+            warnings=(*self.warnings, *left_out_warnings(self.left_out), *doubts),
         )
+
+
+def left_out_warnings(messages: Iterable[str]) -> list[str]:
+    """The warnings for objects left out: the first LEFT_OUT_SHOWN named, the rest counted (a
+    snapshot of 150k unreadable pods is one problem, not 150k lines)."""
+    messages = list(messages)
+    shown = messages[:LEFT_OUT_SHOWN]
+    if len(messages) > LEFT_OUT_SHOWN:
+        shown.append(
+            f"{len(messages) - LEFT_OUT_SHOWN} more objects left out of the plan: they cannot be read"
+        )
+    return shown

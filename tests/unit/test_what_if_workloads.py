@@ -199,7 +199,8 @@ def test_typed_lists_and_kubectl_document_separators(tmp_path: Path) -> None:
         (
             "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n"
             "spec: {template: {spec: {containers: [{name: a, resources: {requests: {cpu: lots}}}]}}}\n",
-            "Deployment d: spec.template: cpu: 'lots' is not a Kubernetes quantity",
+            "Deployment d: spec.template.spec.containers[a].resources.requests.cpu: 'lots' is not a "
+            "Kubernetes quantity",
         ),
     ],
     ids=[

@@ -58,9 +58,9 @@ from reconciler.kube.autoscaler import (
 )
 from reconciler.kube.errors import KubernetesError
 from reconciler.kube.live import NAMESPACES_FORBIDDEN, REQUIRED_KINDS, ListForbidden, LiveReader
-from reconciler.kube.parse import TERMINAL_PHASES, UNREADABLE, ObjectReader, Raw, left_out
+from reconciler.kube.parse import TERMINAL_PHASES, UNREADABLE, ObjectReader, Raw, left_out, readable
 from reconciler.kube.retry import transient
-from reconciler.kube.schema import item_decoder
+from reconciler.kube.schema import decode_item
 from reconciler.kube.state import left_out_warnings
 from reconciler.kube.watch_stream import describe, lines, shut
 
@@ -291,7 +291,6 @@ class Reflector:
         self.last_event: float | None = None
         self.broken_since: float | None = None  # clock() when the picture stopped being kept current
         self.problem = ""
-        self._decoder = item_decoder(kind)
         self._convert: Callable[[Raw], Any] = _converter(kind, ObjectReader(), self.names)
         self._known: set[Key] = set()  # pods reported unschedulable and not since bound or gone
         self._resync_at = 0.0
@@ -414,7 +413,7 @@ class Reflector:
                     fresh[kept[2]] = kept
                     continue
                 try:
-                    value = convert(raw)
+                    value = convert(readable(raw))
                 except UNREADABLE as exc:
                     unread[key] = left_out(self.kind, raw, exc)
                     continue
@@ -519,7 +518,7 @@ class Reflector:
                 f"{status.get('message') or ''}",
                 relist=True,
             )
-        document = self._decoder.decode(raw)
+        document = decode_item(self.kind, raw)
         version = (document.get("metadata") or {}).get("resourceVersion") or ""
         if version:
             self.version = version
@@ -531,7 +530,7 @@ class Reflector:
         problem = ""
         if kind in ("ADDED", "MODIFIED"):
             try:
-                value = self._convert(document)
+                value = self._convert(readable(document))
             except UNREADABLE as exc:
                 problem = left_out(self.kind, document, exc)
         if problem:

@@ -35,7 +35,7 @@ from reconciler.domain.model import ClusterState
 from reconciler.kube.autoscaler import DEFAULT_LEASE, DEFAULT_NAMESPACES, DEFAULT_STATUS_CONFIGMAP
 from reconciler.kube.errors import KubernetesError
 from reconciler.kube.retry import timed_out, with_retries
-from reconciler.kube.schema import list_decoder
+from reconciler.kube.schema import decode_list
 from reconciler.kube.state import StateBuilder
 
 NOT_TERMINAL = "status.phase!=Succeeded,status.phase!=Failed"
@@ -275,7 +275,6 @@ class LiveReader:
     ) -> Iterator[tuple[list[dict[str, Any]], dict[str, Any]]]:
         """(items, the page's ListMeta) page by page; the next page is requested before this one
         is converted."""
-        decoder = list_decoder(kind)
 
         def fetch(token: str) -> _Prefetch[bytes]:
             return _Prefetch(lambda: self._fetch(kind, call, params, token))
@@ -284,7 +283,7 @@ class LiveReader:
         while pending is not None:
             body = pending.result()
             try:
-                page = decoder.decode(body)
+                page = decode_list(kind, body)
             except msgspec.DecodeError as exc:
                 raise KubernetesError(f"Kubernetes API: list {kind}s: unreadable reply: {exc}") from None
             meta = page.get("metadata") or {}

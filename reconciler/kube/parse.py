@@ -45,6 +45,7 @@ from reconciler.domain.model import (
     Volumes,
 )
 from reconciler.domain.quantity import QuantityError, int_value, milli_value
+from reconciler.kube.schema import UNREADABLE_KEY
 
 Raw = Mapping[str, Any]
 
@@ -123,6 +124,13 @@ def _int(value: Any, field: str) -> int:
         return int(value)
     except ValueError:
         raise Unreadable(f"{field}: {value!r} is not an integer") from None
+
+
+def readable(raw: Raw) -> Raw:
+    """`raw`, or Unreadable when its schema refused it (kube/schema.py's UNREADABLE_KEY)."""
+    if UNREADABLE_KEY in raw:
+        raise Unreadable(str(raw[UNREADABLE_KEY]))
+    return raw
 
 
 def left_out(kind: str, raw: Any, exc: BaseException) -> str:

@@ -36,8 +36,7 @@ from reconciler.domain.errors import UserError
 from reconciler.domain.model import ClusterState
 from reconciler.domain.snapshot_completeness import COMPLETE_DUMP
 from reconciler.kube.autoscaler import DEFAULT_LEASE, DEFAULT_NAMESPACES, DEFAULT_STATUS_CONFIGMAP
-from reconciler.kube.parse import Unreadable, left_out
-from reconciler.kube.schema import READ_KINDS, envelope_decoder, item_decoder, kind_decoder
+from reconciler.kube.schema import READ_KINDS, decode_item, envelope_decoder, kind_decoder
 from reconciler.kube.state import StateBuilder
 
 _SUFFIXES = (".json", ".yaml", ".yml")
@@ -50,10 +49,6 @@ Object = tuple[str, Mapping[str, Any]]
 # What a kubectl list yields for itself before its items, so an empty one still counts as kubectl
 # output (an empty cluster) while an empty file does not; never a Kubernetes kind, never added.
 _A_LIST: Object = ("<list>", {})
-# What a typed object the pruned schemas refuse yields (a field of the wrong type): its kind,
-# metadata and the problem, so the object is left out with a warning and the rest is read.
-_UNREADABLE = "<unreadable>"
-_metadata_decoder = msgspec.json.Decoder(dict[str, Any])
 
 
 def read_snapshot(
@@ -88,10 +83,7 @@ def _read_snapshot(
             if found_object is _A_LIST:
                 continue
             kind, raw = found_object
-            if kind == _UNREADABLE:
-                builder.left_out.append(left_out(raw["kind"], raw, Unreadable(raw["problem"])))
-            else:
-                builder.add(kind, raw)  # an object it cannot read is left out with a warning
+            builder.add(kind, raw)  # one it cannot read (schema.UNREADABLE_KEY too) is left out, warned
     if found == 0:
         raise UserError(f"{path}: no Kubernetes objects found (expected kubectl -o json or -o yaml output)")
     return builder.build(now)
@@ -144,7 +136,7 @@ def _pruned(envelope: Mapping[str, Any], data: bytes, file: Path) -> Iterator[Ob
             if not kind:
                 raise UserError(_NO_KIND.format(file=file))
             if kind in READ_KINDS:
-                yield _typed(kind, data)
+                yield kind, decode_item(kind, data)
             return
         if kind:
             yield _A_LIST
@@ -154,24 +146,9 @@ def _pruned(envelope: Mapping[str, Any], data: bytes, file: Path) -> Iterator[Ob
             if not this_kind:
                 raise UserError(_NO_KIND.format(file=file))
             if this_kind in READ_KINDS:
-                yield _typed(this_kind, raw)
+                yield this_kind, decode_item(this_kind, raw)
     except msgspec.ValidationError as exc:
         raise UserError(f"{file}: not a valid Kubernetes object: {exc}") from None
-
-
-def _typed(kind: str, data: bytes | msgspec.Raw) -> Object:
-    """One object decoded with its pruned schema; one that does not fit it (a field of the wrong
-    type) yields _UNREADABLE with what names it, to be left out rather than fail the snapshot."""
-    try:
-        return kind, item_decoder(kind).decode(data)
-    except msgspec.ValidationError as exc:
-        try:
-            metadata = _metadata_decoder.decode(data).get("metadata")
-        except msgspec.DecodeError:
-            metadata = None
-        if not isinstance(metadata, Mapping):
-            metadata = {}
-        return _UNREADABLE, {"kind": kind, "metadata": metadata, "problem": str(exc)}
 
 
 def _documents(data: bytes, file: Path) -> Iterator[Any]:

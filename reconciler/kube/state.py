@@ -21,7 +21,7 @@ from reconciler.kube.autoscaler import (
     DEFAULT_STATUS_CONFIGMAP,
     judge_autoscaler,
 )
-from reconciler.kube.parse import TERMINAL_PHASES, UNREADABLE, ObjectReader, Raw, left_out
+from reconciler.kube.parse import TERMINAL_PHASES, UNREADABLE, ObjectReader, Raw, left_out, readable
 
 LEFT_OUT_SHOWN = 20  # objects left out that are named one by one; the rest are counted
 _BY_NAME = attrgetter("name")
@@ -69,7 +69,7 @@ class StateBuilder:
     def add(self, kind: str, raw: Raw) -> None:
         """One object of `kind`; one that cannot be read is left out with a warning naming it."""
         try:
-            self._add(kind, raw)
+            self._add(kind, readable(raw))
         except UNREADABLE as exc:
             self.left_out.append(left_out(kind, raw, exc))
 
@@ -113,7 +113,7 @@ class StateBuilder:
         for raw in items:
             if (raw.get("status") or {}).get("phase") not in TERMINAL_PHASES:
                 try:
-                    append(convert(raw))
+                    append(convert(readable(raw)))
                 except UNREADABLE as exc:
                     self.left_out.append(left_out(kind, raw, exc))
 

@@ -537,6 +537,9 @@ def test_a_tenants_quantities_never_stop_the_pod_reflector(
     kube_api.put(k.pod("greedy", "team-a", requests={"memory": "1e33"}))
     kube_api.put(k.pod("typo", "team-b", requests={"cpu": "lots"}))
     kube_api.put(k.daemonset("agent", "team-a", requests={"memory": "1e33"}))
+    wrong_type = k.pod("wrong-type", "team-c")
+    wrong_type["spec"]["priority"] = "high"  # a field of the wrong type fails its page's schema
+    kube_api.put(wrong_type)
     cache = make()
     state = converges(cache, kube_client)
     assert [p.key for p in state.pods] == ["team-a/greedy"]
@@ -544,8 +547,11 @@ def test_a_tenants_quantities_never_stop_the_pod_reflector(
     assert state.daemonsets[0].requests.memory == 2**63 - 1
     assert [w for w in state.warnings if "left out" in w] == [
         "pod team-b/typo left out of the plan: it cannot be read: "
-        "spec.containers[app].resources.requests.cpu: 'lots' is not a Kubernetes quantity" + FORMS
+        "spec.containers[app].resources.requests.cpu: 'lots' is not a Kubernetes quantity" + FORMS,
+        "pod team-c/wrong-type left out of the plan: it cannot be read: "
+        "Expected `int`, got `str` - at `$.spec.priority`",
     ]
+    kube_api.delete_object("Pod", "team-c", "wrong-type")
     kube_api.put(k.pod("greedy", "team-a", requests={"memory": "many"}))  # a watch event breaks it
     state = converges(cache, kube_client)
     assert state.pods == ()

@@ -39,7 +39,9 @@ class QuantityError(UserError):
 
 
 def _not_a_quantity(text: str) -> QuantityError:
-    return QuantityError(f"{text!r} is not a Kubernetes quantity (use forms like 100m, 1.5, 2Gi, 500M, 1e3)")
+    """The error, quoting at most 40 characters: the text may be a tenant's, and end up in a plan."""
+    shown = repr(text) if len(text) <= 40 else f"{text[:40]!r}... ({len(text)} characters)"
+    return QuantityError(f"{shown} is not a Kubernetes quantity (use forms like 100m, 1.5, 2Gi, 500M, 1e3)")
 
 
 @lru_cache(maxsize=65536)

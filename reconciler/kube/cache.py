@@ -180,7 +180,7 @@ def _converter(kind: str, reader: ObjectReader, names: Mapping[str, str]) -> Cal
         return simple[kind]
     if kind == "Namespace":
         return lambda raw: reader.namespace(raw)[1]
-    wanted = names[kind]  # cluster-autoscaler's Lease or ConfigMap: kept whole, for detect_autoscaler
+    wanted = names[kind]  # cluster-autoscaler's Lease or ConfigMap: kept whole, for judge_autoscaler
     return lambda raw: raw if (raw.get("metadata") or {}).get("name") == wanted else None
 
 

@@ -118,12 +118,13 @@ UNREADABLE = (UserError, ValueError, TypeError, AttributeError, KeyError, IndexE
 
 def _int(value: Any, field: str) -> int:
     """An integer field; Unreadable naming it when it is not one."""
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        raise Unreadable(f"{field}: {value!r} is not an integer")
-    try:
-        return int(value)
-    except ValueError:
-        raise Unreadable(f"{field}: {value!r} is not an integer") from None
+    if not isinstance(value, bool) and isinstance(value, int | str):
+        try:
+            return int(value)
+        except ValueError:
+            pass
+    shown = repr(value)
+    raise Unreadable(f"{field}: {shown if len(shown) <= 40 else shown[:40] + '...'} is not an integer")
 
 
 def readable(raw: Raw) -> Raw:

@@ -3,9 +3,11 @@
 import json
 from datetime import UTC, datetime
 
+import pytest
+
 from reconciler.domain.model import Node, Resources, instance_id_from_provider_id
 from reconciler.kube.autoscaler import detect_autoscaler
-from reconciler.kube.parse import ObjectReader
+from reconciler.kube.parse import ObjectReader, Unreadable
 from reconciler.kube.schema import item_decoder, list_decoder
 
 
@@ -180,3 +182,9 @@ def test_cluster_autoscaler_detection() -> None:
     found = detect_autoscaler([stale_cm], [lease], now)
     assert found is not None and "lease" in found.source
     assert detect_autoscaler([], [], now) is None
+
+
+def test_a_field_of_the_wrong_kind_names_itself_briefly() -> None:
+    """A dump's `priority: high` is named with its field, and a long value is not repeated whole."""
+    with pytest.raises(Unreadable, match=r"^spec\.priority: 'x+\.\.\. is not an integer$"):
+        ObjectReader().pod({"metadata": {"name": "p"}, "spec": {"priority": "x" * 1000}})

@@ -95,3 +95,10 @@ def test_formatting() -> None:
     assert format_cpu(2000) == "2"
     assert format_bytes(2 * 2**30) == "2Gi"
     assert format_bytes(1536 * 2**20) == "1.5Gi"
+
+
+def test_a_long_bad_value_is_quoted_short() -> None:
+    """The text may be a tenant's and end up in a plan's warnings: a megabyte is not repeated."""
+    with pytest.raises(QuantityError) as raised:
+        parse_quantity("x" * 1_000_000)
+    assert len(str(raised.value)) < 200 and "(1000000 characters)" in str(raised.value)

@@ -162,6 +162,8 @@ class KubernetesConfig:
     request_timeout: timedelta = timedelta(seconds=30)  # every API call, connect and read
     autoscaler_lease: str = "cluster-autoscaler"  # cluster-autoscaler's --lease-resource-name
     autoscaler_status: str = "cluster-autoscaler-status"  # its --status-config-map-name
+    # where it may run (its --namespace): only there is a Lease or status ConfigMap evidence of it
+    autoscaler_namespaces: tuple[str, ...] = ("kube-system",)
 
 
 @dataclass(frozen=True)
@@ -464,6 +466,7 @@ def _build(data: dict[str, Any], label: str, document: Any = None) -> Config:
             _duration(kube["requestTimeout"]),
             kube["clusterAutoscaler"]["leaseName"],
             kube["clusterAutoscaler"]["statusConfigMapName"],
+            tuple(kube["clusterAutoscaler"]["namespaces"]),
         ),
         node_templates=NodeTemplatesConfig(
             vm_memory_overhead_percent=nt["vmMemoryOverheadPercent"],

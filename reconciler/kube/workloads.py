@@ -28,7 +28,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from reconciler.config.documents import parse_yaml, plain
 from reconciler.domain.errors import UserError
 from reconciler.domain.model import ClusterState, LabelSelector, OwnerRef, Pod
-from reconciler.kube.parse import ObjectReader, label_selector
+from reconciler.kube.parse import UNREADABLE, ObjectReader, label_selector
 from reconciler.kube.workload_shape import shape_problem
 
 DEPLOYMENT = "Deployment"
@@ -340,16 +340,14 @@ def _probe(workload: Workload, where: str) -> None:
     """Read one pod of the template now, so a bad quantity is a mistake in this file, found before
     the cluster is asked anything, not a failure halfway through the plan."""
     reader = ObjectReader()
-    prefix = f"pod {workload.namespace}/{workload.name}: "
-    try:
+    try:  # the pod first: its errors name the field from the pod's spec down
+        reader.pod(pod_object(workload, workload.name, priority=0))
         if workload.kind == DAEMON_SET:
             reader.daemonset(daemonset_object(workload))
-        reader.pod(pod_object(workload, workload.name, priority=0))
-    except UserError as exc:
-        message = str(exc).removeprefix(prefix)
-        message = message.removeprefix(f"daemonset {workload.namespace}/{workload.name}: ")
-        path = "spec" if workload.kind == POD else "spec.template"
-        raise UserError(f"{where}: {path}: {message}") from None
+    except UNREADABLE as exc:
+        message = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
+        path = "" if workload.kind == POD or not message.startswith("spec.") else "spec.template."
+        raise UserError(f"{where}: {path}{message}") from None
 
 
 def _count(spec: Mapping[str, Any], key: str, where: str, default: int | None) -> int | None:

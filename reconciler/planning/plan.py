@@ -23,7 +23,7 @@ from reconciler.config.settings import Config
 from reconciler.domain.backoff import Backoff as Schedule
 from reconciler.domain.durations import format_duration, parse_duration
 from reconciler.domain.inventory import GroupInventory
-from reconciler.domain.model import CPU, MEMORY, POD_SCALE_UP_DELAY, Instance, Node, Pod
+from reconciler.domain.model import CPU, MEMORY, POD_SCALE_UP_DELAY, DaemonSet, Instance, Node, Pod
 from reconciler.domain.windows import closed_notice, longest_wait
 from reconciler.planning import headroom
 from reconciler.planning.baseline import Baseline, baseline
@@ -153,15 +153,24 @@ def _upcoming_capacity(work: _Work) -> None:
     (DESIGN §3.12); once that backoff ends it counts again, as AWS keeps trying (CA tries again)."""
     inputs, now, config = work.inputs, work.inputs.now, work.inputs.config
     daemonsets = inputs.inventory.state.daemonsets
+    unfit: dict[tuple[str, str], list[str]] = {}  # DaemonSet -> groups whose new nodes cannot hold it
     for g in work.groups:
         template = g.inventory.template
+        left_out: list[DaemonSet] = []
         work.bases[g.name] = (
             None
             if template is None
             else SimNode.from_template(
-                template, daemonsets, name=f"{g.name}-template", zones=g.inventory.group.zones, group=g.name
+                template,
+                daemonsets,
+                name=f"{g.name}-template",
+                zones=g.inventory.group.zones,
+                group=g.name,
+                unfit=left_out,
             )
         )
+        for ds in left_out:
+            unfit.setdefault((ds.namespace, ds.name), []).append(g.name)
         young = [i for i in g.inventory.unregistered if i.lifecycle_state in _LAUNCHING]
         g.stale = tuple(i for i in young if _age(i, now) > config.scale_up.max_node_provision_time)
         unfilled = g.inventory.group.unfilled
@@ -180,6 +189,11 @@ def _upcoming_capacity(work: _Work) -> None:
         if base is not None:
             for index in range(g.upcoming):
                 work.pool.add_node(base.copy(f"{g.name}-upcoming-{index + 1}"))
+    for (namespace, name), names in sorted(unfit.items()):
+        work.warnings.append(
+            f"daemonset {namespace}/{name} asks for more than a new node of {', '.join(names)} has "
+            "left: its pod would stay Pending there, so it is not counted on those nodes"
+        )
 
 
 def _place_pending(work: _Work) -> None:

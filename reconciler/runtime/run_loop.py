@@ -97,6 +97,7 @@ class Runner:
                 api_client(config.kubernetes, parallel=2 * len(CACHE_KINDS)),  # a watch per kind, lists
                 page_size=config.kubernetes.page_size,
                 autoscaler_names=(config.kubernetes.autoscaler_lease, config.kubernetes.autoscaler_status),
+                autoscaler_namespaces=config.kubernetes.autoscaler_namespaces,
                 resync=run.resync_interval.total_seconds(),
                 on_unschedulable=self._unschedulable,
                 request_timeout=timeout,

@@ -120,7 +120,9 @@ def generate(
     if not (isinstance(hours, int | float) and math.isfinite(hours) and hours > 0):
         raise UserError(f"hours: {hours} is not a positive number of hours (e.g. 24)")
     if hours * HOUR > max_seconds():
-        raise UserError(f"hours: {hours:g} is out of range (at most {max_seconds() / HOUR:g}: 31 days, a trace's bound)")
+        raise UserError(
+            f"hours: {hours:g} is out of range (at most {max_seconds() / HOUR:g}: 31 days, a trace's bound)"
+        )
     rng = random.Random(seed)
     end = hours * HOUR
     events: list[dict[str, Any]] = []

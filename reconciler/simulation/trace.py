@@ -213,7 +213,9 @@ class _Checker:
         problem = _group_problem(document["groups"])
         if problem is not None:
             index, key, message = problem
-            raise self.fail(number, "cluster.groups" if index is None else f"cluster.groups.{index}.{key}", message)
+            raise self.fail(
+                number, "cluster.groups" if index is None else f"cluster.groups.{index}.{key}", message
+            )
         groups: list[TraceGroup] = []
         for raw in document["groups"]:
             groups.append(

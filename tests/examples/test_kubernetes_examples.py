@@ -268,6 +268,32 @@ def test_no_identity_may_create_a_configmap(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", OVERLAYS)
+def test_no_identity_may_create_a_lease_in_the_release_namespace(name: str) -> None:
+    """The leader Leases are shipped too: with `create` on Leases there, the plan identity could take
+    the name of apply's leader Lease before apply first started. (Apply's own Lease in kube-system
+    is still created by apply, docs/deploy-kubernetes.md.)"""
+    objects = overlay(name)
+    for role in find(objects, "Role"):
+        if role["metadata"]["namespace"] != NAMESPACE:
+            continue
+        for rule in role["rules"]:
+            if "leases" in rule["resources"]:
+                assert "create" not in rule["verbs"], (role["metadata"]["name"], rule)
+    granted = {
+        n
+        for role in find(objects, "Role")
+        if role["metadata"]["namespace"] == NAMESPACE
+        for rule in role["rules"]
+        if "leases" in rule["resources"]
+        for n in rule.get("resourceNames", [])
+    }
+    shipped = {lease["metadata"]["name"] for lease in find(objects, "Lease")}
+    assert shipped == granted  # every Lease a stage elects on is there, and no other
+    for lease in find(objects, "Lease"):
+        assert lease["metadata"]["namespace"] == NAMESPACE and not lease.get("spec"), lease
+
+
+@pytest.mark.parametrize("name", OVERLAYS)
 def test_the_kill_switch_and_the_status_configmap_are_shipped_empty(name: str) -> None:
     """They exist from the first deploy, in run.namespace, with no `data:`: `kubectl apply` of the
     kustomization again never drops the keys the stages and `suspend` wrote (it would resume a
@@ -301,8 +327,9 @@ def test_the_roles_follow_the_cluster_named_once(tmp_path: Path) -> None:
             if resource_name.startswith("asg-reconciler-")
         ]
         assert all(n.endswith("-staging-eu-1") for n in leases), (name, leases)
-        roles = yaml.safe_dump(find(objects, "Role") + find(objects, "ClusterRole"))
+        roles = yaml.safe_dump(find(objects, "Role") + find(objects, "ClusterRole") + find(objects, "Lease"))
         assert "prod-eks" not in roles and "CLUSTER" not in roles, name
+        assert all(lease["metadata"]["name"].endswith("-staging-eu-1") for lease in find(objects, "Lease"))
     split = {
         n
         for role in find(render(copy / "overlays" / "split"), "Role")

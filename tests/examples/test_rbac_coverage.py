@@ -175,14 +175,26 @@ def world(
     document = yaml.safe_load(made.config.read_text())
     document["run"] = {"namespace": NAMESPACE}
     made.config.write_text(yaml.safe_dump(document))
-    for shipped in shipped_configmaps(overlay("split")):  # deployed with the overlay, before any pod
+    cluster = str(document["cluster"])
+    for shipped in shipped_objects(overlay("split"), cluster):  # deployed with the overlay, before any pod
         kube_api.put(shipped)
     return made
 
 
-def shipped_configmaps(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The ConfigMaps an overlay ships for the stages to patch (not the generated config files)."""
-    return [c for c in find(objects, "ConfigMap") if "config.yaml" not in (c.get("data") or {})]
+def shipped_objects(objects: list[dict[str, Any]], cluster: str) -> list[dict[str, Any]]:
+    """What an overlay ships for the stages to patch: its ConfigMaps (not the generated config
+    files) and leader Leases, these named for the test world's cluster."""
+    (rendered,) = {
+        yaml.safe_load(c["data"]["config.yaml"])["cluster"]
+        for c in find(objects, "ConfigMap")
+        if "config.yaml" in (c.get("data") or {})
+    }
+    leases = []
+    for lease in find(objects, "Lease"):
+        name = lease["metadata"]["name"].replace(f"-{rendered}", f"-{cluster}")
+        leases.append({**lease, "metadata": {**lease["metadata"], "name": name}})
+    configmaps = [c for c in find(objects, "ConfigMap") if "config.yaml" not in (c.get("data") or {})]
+    return configmaps + leases
 
 
 class Recorder:
@@ -231,8 +243,8 @@ def run_loop_pieces(world: World, recorder: Recorder, stage: str, events: list[E
                 )
             finally:
                 cache.stop()
-        # leader election: the leader creates and renews its Lease; a standby reads it; the leader
-        # releases it when stopped
+        # leader election on the shipped Lease: the leader takes and renews it; a standby reads it;
+        # the leader releases it when stopped
         leader = LeaderElector(
             api, NAMESPACE, lease, "replica-a", lease_duration=3, renew_deadline=2, retry_period=0.2
         )

@@ -163,4 +163,7 @@ def test_the_role_may_describe_its_own_cluster_for_update_kubeconfig(stage: str)
     assert statement["Effect"] == "Allow"
     assert statement["Resource"] == "arn:aws:eks:REGION:ACCOUNT_ID:cluster/CLUSTER_NAME"
     others = [s for s in statements if s is not statement]
-    assert not [a for s in others for a in actions(s) if a.startswith("eks:")]
+    # the only other EKS action: DescribeNodegroup, on this cluster's node groups (managed node groups)
+    assert [a for s in others for a in actions(s) if a.startswith("eks:")] == ["eks:DescribeNodegroup"]
+    (nodegroups,) = [s for s in others if "eks:DescribeNodegroup" in actions(s)]
+    assert nodegroups["Resource"] == "arn:aws:eks:REGION:ACCOUNT_ID:nodegroup/CLUSTER_NAME/*/*"

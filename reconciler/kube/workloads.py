@@ -17,7 +17,10 @@ leaving them out would answer "no capacity needed" for a change that needs some.
 
 from __future__ import annotations
 
+import errno
+import os
 import re
+import stat
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -156,11 +159,13 @@ def read_workloads(paths: Sequence[Path], default_namespace: str = DEFAULT_NAMES
     problem is one UserError naming the file, document and line."""
     workloads: list[Workload] = []
     skipped: list[Skipped] = []
-    for path in _files(paths):
+    budget = _Budget()
+    for path, target in _files(paths):
         found = 0
-        for source, document in _documents(path):
+        for source, document in _documents(path, target, budget):
             for item_source, item in _objects(document, source):
                 found += 1
+                budget.count_object(item_source)
                 one = _workload(item, item_source, default_namespace)
                 if isinstance(one, Skipped):
                     skipped.append(one)
@@ -176,45 +181,85 @@ def read_workloads(paths: Sequence[Path], default_namespace: str = DEFAULT_NAMES
     return Manifests(tuple(workloads), tuple(skipped))
 
 
-def _files(paths: Sequence[Path]) -> list[Path]:
-    files: list[Path] = []
+def _files(paths: Sequence[Path]) -> list[tuple[Path, Path]]:
+    """(path, what to open) of every file to read. A symbolic link is followed only when it stays in
+    the folder it was found in (the directory given, or a FILE's own directory): a pull request may
+    hold a link to `/etc/passwd` or to the runner's credentials, and what-if must neither read nor
+    quote what it reaches."""
+    files: list[tuple[Path, Path]] = []
     for path in paths:
-        if not path.is_dir():
-            files.append(path)
+        if not path.is_dir() or path.is_symlink():
+            files.append((path, _inside(path, path.parent)))
             continue
-        found = sorted(p for p in path.rglob("*") if p.suffix in _SUFFIXES and p.is_file())
+        root = path.resolve()
+        found: list[tuple[Path, Path]] = []
+        for folder, dirs, names in os.walk(path):  # never descends into a linked directory
+            for name in dirs:
+                linked = Path(folder, name)
+                if linked.is_symlink():
+                    _inside(linked, root)
+            for name in names:
+                candidate = Path(folder, name)
+                if candidate.suffix in _SUFFIXES:
+                    found.append((candidate, _inside(candidate, root)))
         if not found:
             raise UserError(f"{path}: no .yaml, .yml or .json files in this directory")
-        files.extend(found)
+        files.extend(sorted(found))
     return files
 
 
-# A workload file is read whole before it is parsed: bound it so a wrong path (a device, a FIFO, a
-# multi-GB dump) is one line, not a hung or swapping `what-if`. The API server takes at most 3 MiB per
-# object; 32 MiB is room for hundreds of objects in one file.
-MAX_FILE_BYTES = 32 * 1024 * 1024
+def _inside(path: Path, folder: Path) -> Path:
+    """`path` with every link resolved, refused when that leaves `folder`: one line that names the
+    link, never its target nor a byte of what it points to."""
+    if not path.is_symlink():
+        return path
+    target, root = path.resolve(), folder.resolve()
+    if target != root and root not in target.parents:
+        raise UserError(
+            f"{path}: a symbolic link that leads out of {folder} (refused: what-if reads only the "
+            "files in the folders it is given; copy the manifest in instead of linking to it)"
+        )
+    return target
 
 
-def _read_text(path: Path) -> str:
+# Parsing YAML costs time: ~7 s a MiB for plain manifests, three times that for crafted ones (flow
+# mappings of thousands of keys, thousands of tiny documents). what-if reads the few manifests a
+# pull request changes, so all the files given are read against one budget, MAX_INPUT_BYTES in all
+# and MAX_OBJECTS objects (documents and list items), checked before each is parsed.
+MAX_INPUT_BYTES = 1024 * 1024
+MAX_OBJECTS = 2_000
+
+
+def _read_text(path: Path, target: Path, budget: int) -> str:
+    """At most `budget` bytes of `target` (found as `path`), opened without following a link (a
+    link was resolved and checked already: one swapped in since is refused, not followed) and
+    without blocking on a FIFO."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
-        if not path.is_file():
-            if not path.exists():
-                raise FileNotFoundError(path)
-            raise UserError(f"{path}: not a regular file (pass Kubernetes YAML or JSON manifests)")
-        with path.open("rb") as handle:
-            data = handle.read(MAX_FILE_BYTES + 1)
-        if len(data) > MAX_FILE_BYTES:
-            raise UserError(
-                f"{path}: larger than {MAX_FILE_BYTES // 2**20} MiB; pass the workload manifests you are "
-                "changing, not a dump of the cluster (what-if reads the cluster itself)"
-            )
-        return data.decode("utf-8")
+        descriptor = os.open(target, flags)
     except FileNotFoundError:
         raise UserError(f"{path}: file not found (pass Kubernetes YAML or JSON manifests)") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UserError(f"{path}: a symbolic link (refused: pass the file itself)") from None
+        raise UserError(f"{path}: cannot read: {exc.strerror}") from None
+    with os.fdopen(descriptor, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise UserError(f"{path}: not a regular file (pass Kubernetes YAML or JSON manifests)")
+        try:
+            data = handle.read(budget + 1)
+        except OSError as exc:
+            raise UserError(f"{path}: cannot read: {exc.strerror}") from None
+    if len(data) > budget:
+        raise UserError(
+            f"{path}: the manifests given are larger than {_bytes(MAX_INPUT_BYTES)} in all; pass "
+            "the workload manifests you are changing, not a dump of the cluster (what-if reads the "
+            "cluster itself)"
+        )
+    try:
+        return data.decode("utf-8")
     except UnicodeDecodeError:
         raise UserError(f"{path}: not a text file (expected UTF-8 YAML or JSON)") from None
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read: {exc.strerror}") from None
 
 
 def split_documents(text: str) -> Iterator[tuple[int, str]]:
@@ -227,11 +272,37 @@ def split_documents(text: str) -> Iterator[tuple[int, str]]:
     yield start, "".join(lines[start:])
 
 
-def _documents(path: Path) -> Iterator[tuple[Source, Any]]:
-    text = _read_text(path)
+def _bytes(count: int) -> str:
+    for unit, size in (("MiB", 2**20), ("KiB", 2**10)):
+        if count >= size:
+            return f"{count / size:g} {unit}"
+    return f"{count} bytes"
+
+
+class _Budget:
+    """What is left of MAX_INPUT_BYTES and MAX_OBJECTS for the files still to read."""
+
+    def __init__(self) -> None:
+        self.bytes = MAX_INPUT_BYTES
+        self.objects = MAX_OBJECTS
+
+    def count_object(self, where: Source | str) -> None:
+        self.objects -= 1
+        if self.objects < 0:
+            raise UserError(
+                f"{where}: more than {MAX_OBJECTS} objects in the manifests given; pass the workload "
+                "manifests you are changing (what-if reads the cluster itself)"
+            )
+
+
+def _documents(path: Path, target: Path, budget: _Budget) -> Iterator[tuple[Source, Any]]:
+    text = _read_text(path, target, budget.bytes)
+    budget.bytes -= len(text.encode())
     for number, (offset, chunk) in enumerate(split_documents(text), start=1):
         if not chunk.strip():
             continue
+        if budget.objects <= 0:  # before parsing: each document costs the parser's time
+            budget.count_object(f"{path}:{offset + 1}: document {number}")
         # every line number (the parser's too) is the file's: the document starts on line `offset`
         document = parse_yaml(chunk, str(path), first_line=offset)
         if document is None:
@@ -284,7 +355,12 @@ def _type_name(value: Any) -> str:
         return "a list"
     if isinstance(value, dict):
         return "a mapping"
-    return f"{type(value).__name__} {str(value)[:40]!r}"
+    # the type only, never the value: a file's content is not quoted back (it may not be a manifest)
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "true or false"
+    return "a number" if isinstance(value, int | float) else type(value).__name__
 
 
 def _group(api_version: Any) -> str | None:

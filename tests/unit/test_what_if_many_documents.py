@@ -67,10 +67,10 @@ def test_line_numbers_are_the_files(tmp_path: Path) -> None:
 
 def test_a_file_past_the_bound_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A wrong path (a dump of the cluster, a device) is refused before it is parsed or held whole."""
-    monkeypatch.setattr(workloads, "MAX_FILE_BYTES", 1024)
+    monkeypatch.setattr(workloads, "MAX_INPUT_BYTES", 1024)
     big = tmp_path / "dump.yaml"
     big.write_text("# padding\n" * 200)
-    with pytest.raises(UserError, match=r"dump.yaml: larger than .* MiB; pass the workload manifests"):
+    with pytest.raises(UserError, match=r"dump.yaml: the manifests given are larger than 1 KiB in all"):
         read_workloads([big])
 
 

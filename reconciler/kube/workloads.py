@@ -95,6 +95,12 @@ BUILTIN_PRIORITIES: Mapping[str, int] = {
     "system-cluster-critical": 2000000000,
 }
 MAX_ADDED_PODS = 100_000  # what one what-if simulates at most: a typo of replicas is not a plan
+# ... and the pod objects it builds, counted in the values of their templates that the pod parser
+# reads (`template_size`): pods x (containers + volumes + claim templates + ...). A 10 KB StatefulSet
+# of 100,000 replicas and 500 volumeClaimTemplates is 50 million volumes: a MemoryError, not a plan.
+MAX_WORK = 4_000_000
+# container fields the pod parser never reads (commands, environment, probes) cost nothing per pod
+_READ_CONTAINER_KEYS = frozenset({"name", "resources", "ports", "restartPolicy"})
 DEFAULT_NAMESPACE = "default"
 
 _SEPARATOR = re.compile(r"^---(\s.*)?$")  # kubectl's YAMLReader: `---`, then nothing but a comment
@@ -178,7 +184,72 @@ def read_workloads(paths: Sequence[Path], default_namespace: str = DEFAULT_NAMES
         if w.key in seen:
             raise UserError(f"{w.source}: {w.key} is also in {seen[w.key]} (pass each workload once)")
         seen[w.key] = w.source
+    work = WorkBudget()
+    for w in workloads:  # the most each may add (all its pods), before the cluster is asked anything
+        work.spend(w, w.pods or 0)
     return Manifests(tuple(workloads), tuple(skipped))
+
+
+def template_size(workload: Workload) -> int:
+    """What one of the workload's pods costs to build and plan: the values of its pod template the
+    pod parser reads, each claim template counted as the volume it adds (counted iteratively:
+    width is not bounded, only depth)."""
+    size = 1 + 3 * len(workload.claim_templates)
+    spec = dict(workload.template.get("spec") or {})
+    for key in ("containers", "initContainers"):  # of a container, only what the parser reads
+        if isinstance(spec.get(key), list):
+            spec[key] = [
+                {k: v for k, v in c.items() if k in _READ_CONTAINER_KEYS} if isinstance(c, dict) else c
+                for c in spec[key]
+            ]
+    spec.pop("ephemeralContainers", None)
+    pending: list[Any] = [workload.template.get("metadata"), spec]
+    while pending:
+        node = pending.pop()
+        size += 1
+        if isinstance(node, dict):
+            pending.extend(node.values())
+        elif isinstance(node, list):
+            pending.extend(node)
+    return size
+
+
+@dataclass
+class WorkBudget:
+    """What is left of MAX_ADDED_PODS and MAX_WORK for one what-if: spent before any pod is built."""
+
+    pods: int = field(default_factory=lambda: MAX_ADDED_PODS)
+    work: int = field(default_factory=lambda: MAX_WORK)
+
+    def spend(self, workload: Workload, count: int, what: str = "") -> None:
+        """Take `count` pods of `workload`, or a UserError naming its file, object and the field
+        that asks for them, before anything is allocated."""
+        if not count:
+            return
+        size = template_size(workload)
+        field_name = what or _COUNT_FIELDS.get(workload.kind, "spec.replicas")
+        where = f"{workload.source}: {workload.key}: {field_name}"
+        if count > self.pods:
+            raise UserError(
+                f"{where}: adds {count} pod(s), more than what-if simulates ({MAX_ADDED_PODS} in all); "
+                "lower it"
+            )
+        if count * size > self.work:
+            raise UserError(
+                f"{where}: {count} pod(s) of {size} values each (containers, volumes, claim templates, "
+                f"...) is more than what-if builds ({MAX_WORK:,} values in all); lower it or split "
+                "the change"
+            )
+        self.pods -= count
+        self.work -= count * size
+
+
+_COUNT_FIELDS = {
+    JOB: "spec.parallelism",
+    CRON_JOB: "spec.jobTemplate.spec.parallelism",
+    POD: "spec",
+    DAEMON_SET: "one pod per node it selects",
+}
 
 
 def _files(paths: Sequence[Path]) -> list[tuple[Path, Path]]:
@@ -683,9 +754,9 @@ def controller_owner(workload: Workload) -> OwnerRef:
     return OwnerRef(workload.kind, workload.name)
 
 
-def added_pods(workload: Workload, state: ClusterState, reader: ObjectReader, budget: int) -> Change:
+def added_pods(workload: Workload, state: ClusterState, reader: ObjectReader, budget: WorkBudget) -> Change:
     """The pods a replicated workload, Job, CronJob or Pod adds to the cluster as it is: its wanted
-    pods beyond those it runs now. `budget`: how many more pods this what-if may still add."""
+    pods beyond those it runs now. `budget`: what this what-if may still build (spent here)."""
     running = running_pods(workload, state)
     wanted = workload.pods or 0  # never None here: a DaemonSet's pods depend on the nodes
     if workload.kind == CRON_JOB and workload.concurrency == "Allow":
@@ -703,11 +774,7 @@ def added_pods(workload: Workload, state: ClusterState, reader: ObjectReader, bu
             notes.insert(0, f"unchanged: its {counted} pod(s) already there")
         return Change(workload, counted, (), "; ".join(notes))
     count = wanted - counted
-    if count > budget:
-        raise UserError(
-            f"{workload.source}: {workload.key}: adds {count} pod(s), more than what-if simulates "
-            f"({MAX_ADDED_PODS} in all); lower its replicas or parallelism"
-        )
+    budget.spend(workload, count)
     names = _new_names(workload, running, count)
     owner = controller_owner(workload)
     pods = []

@@ -34,9 +34,9 @@ from reconciler.domain.model import DaemonSet, Pod
 from reconciler.kube.parse import ObjectReader
 from reconciler.kube.workloads import (
     DAEMON_SET,
-    MAX_ADDED_PODS,
     Change,
     Manifests,
+    WorkBudget,
     Workload,
     added_pods,
     daemonset_object,
@@ -106,18 +106,17 @@ class _Adder:
     def __call__(self, inventory: Inventory) -> Inventory:
         state = inventory.state
         reader = ObjectReader()
-        budget = MAX_ADDED_PODS
+        budget = WorkBudget()
         added: list[Pod] = []
         daemonsets = list(state.daemonsets)
         self.changes = []
         for workload in self.manifests.workloads:
             if workload.kind == DAEMON_SET:
-                change, daemonset = _daemonset_change(workload, inventory, reader)
+                change, daemonset = _daemonset_change(workload, inventory, reader, budget)
                 if daemonset is not None:
                     daemonsets.append(daemonset)
             else:
                 change = added_pods(workload, state, reader, budget)
-            budget -= len(change.added)
             added.extend(change.added)
             self.changes.append(change)
         changed = replace(state, pods=state.pods + tuple(added), daemonsets=tuple(daemonsets))
@@ -125,7 +124,7 @@ class _Adder:
 
 
 def _daemonset_change(
-    workload: Workload, inventory: Inventory, reader: ObjectReader
+    workload: Workload, inventory: Inventory, reader: ObjectReader, budget: WorkBudget
 ) -> tuple[Change, DaemonSet | None]:
     """A DaemonSet already in the cluster adds nothing; a new one runs on every node it selects:
     a pod pending on each existing one, and its pod on every new node (the returned DaemonSet)."""
@@ -136,6 +135,7 @@ def _daemonset_change(
         note = f"already runs ({running} pod(s)): adds nothing (a changed pod template is not planned)"
         return Change(workload, running, (), note), None
     nodes = [n for n in state.nodes if daemonset_runs_on(daemonset, SimNode.from_node(n, ()))]
+    budget.spend(workload, len(nodes), f"one pod on each of the {len(nodes)} node(s) it selects")
     priority, note = priority_of(workload, ())
     tolerations = [{"key": t.key, "operator": t.operator, "effect": t.effect} for t in DAEMONSET_TOLERATIONS]
     pods = tuple(

@@ -12,8 +12,8 @@ from reconciler.domain.errors import UserError
 from reconciler.domain.model import ClusterState, Pod
 from reconciler.kube.parse import ObjectReader
 from reconciler.kube.workloads import (
-    MAX_ADDED_PODS,
     Change,
+    WorkBudget,
     Workload,
     added_pods,
     read_workloads,
@@ -37,7 +37,7 @@ def state(*pods: dict[str, Any]) -> ClusterState:
 
 
 def add(workload: Workload, cluster: ClusterState | None = None) -> Change:
-    return added_pods(workload, cluster or state(), ObjectReader(), MAX_ADDED_PODS)
+    return added_pods(workload, cluster or state(), ObjectReader(), WorkBudget())
 
 
 def only(change: Change) -> Pod:

@@ -18,10 +18,11 @@ leaving them out would answer "no capacity needed" for a change that needs some.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import re
 import stat
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,13 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from reconciler.config.documents import parse_yaml, plain
 from reconciler.domain.errors import UserError
 from reconciler.domain.model import ClusterState, LabelSelector, OwnerRef, Pod
+from reconciler.kube.names import (
+    generate_name_problem,
+    label_key_problem,
+    label_problem,
+    label_value_problem,
+    subdomain_problem,
+)
 from reconciler.kube.parse import ObjectReader, label_selector
 from reconciler.kube.workload_shape import shape_problem
 
@@ -454,6 +462,9 @@ def _workload(raw: Any, source: Source, default_namespace: str) -> Workload | Sk
     group = _group(raw.get("apiVersion"))
     if kind in POD_LESS_KINDS and group is not None:
         return Skipped(label, kind, name)
+    named = _name_problem(metadata, default_namespace)
+    if named is not None:
+        raise UserError(f"{label}: {kind}: {named}")
     if kind not in WORKLOAD_KINDS or group not in WORKLOAD_KINDS[kind]:
         shown = f"{raw.get('apiVersion')} {kind}" if raw.get("apiVersion") else kind
         if group is None:
@@ -474,13 +485,69 @@ def _workload(raw: Any, source: Source, default_namespace: str) -> Workload | Sk
         raise UserError(f"{label}: {kind} {name}: spec: missing")
     where = f"{label}: {kind} {name}"
     whole = plain(raw)
-    problem = shape_problem(kind, whole)
+    problem = shape_problem(kind, whole) or _names_problem(kind, whole)
     if problem is not None:
         raise UserError(f"{where}: {problem}")
     builder = _KINDS[kind]
     workload = builder(whole, whole["spec"], where, label, namespace, name)
     _probe(workload, where)
     return workload
+
+
+def _shown(value: str) -> str:
+    """A value that failed a check, on one line and short (it may be anything)."""
+    return json.dumps(value if len(value) <= 80 else value[:80] + "...")
+
+
+def _name_problem(metadata: Mapping[str, Any], default_namespace: str) -> str | None:
+    """metadata.name (or generateName) and the namespace, as the API server checks them."""
+    name, prefix = metadata.get("name"), metadata.get("generateName")
+    if isinstance(name, str) and name:
+        problem, path, value = subdomain_problem(name), "metadata.name", name
+    else:
+        problem, path, value = generate_name_problem(str(prefix)), "metadata.generateName", str(prefix)
+    if problem is None:
+        namespace = metadata.get("namespace") or default_namespace
+        if not isinstance(namespace, str):
+            return None  # its type is said where it is read
+        problem, path, value = label_problem(namespace), "metadata.namespace", namespace
+    return None if problem is None else f"{path}: {_shown(value)} is {problem}"
+
+
+def _names_problem(kind: str, raw: Mapping[str, Any]) -> str | None:
+    """The names and labels of a workload's pods, checked as the API server would check them on
+    the pods it creates: container and volume names, labels, the selector, claim templates."""
+    spec = raw.get("spec") or {}
+    if kind == CRON_JOB:
+        job, base = ((spec.get("jobTemplate") or {}).get("spec") or {}), "spec.jobTemplate.spec.template"
+    else:
+        job, base = spec, "spec.template"
+    template = {"metadata": raw.get("metadata"), "spec": spec} if kind == POD else (job.get("template") or {})
+    base = "" if kind == POD else base + "."
+    checks: list[tuple[str, str, Callable[[str], str | None]]] = []
+    for field_name, labels in (
+        ("metadata.labels", (raw.get("metadata") or {}).get("labels")),
+        (f"{base}metadata.labels" if base else "", (template.get("metadata") or {}).get("labels")),
+        ("spec.selector.matchLabels", (spec.get("selector") or {}).get("matchLabels")),
+    ):
+        for key, value in (labels or {}).items() if field_name and isinstance(labels, dict) else ():
+            checks.append((f"{field_name}: key", str(key), label_key_problem))
+            checks.append((f"{field_name}.{key}", str(value or ""), label_value_problem))
+    pod_spec = template.get("spec") or {}
+    for group in ("containers", "initContainers", "volumes"):
+        for index, item in enumerate(pod_spec.get(group) or ()):
+            if isinstance(item, dict) and item.get("name") is not None:
+                checks.append((f"{base}spec.{group}[{index}].name", str(item["name"]), label_problem))
+    if kind == STATEFUL_SET:
+        for index, claim in enumerate(spec.get("volumeClaimTemplates") or ()):
+            name = ((claim or {}).get("metadata") or {}).get("name")
+            if isinstance(name, str):
+                checks.append((f"spec.volumeClaimTemplates[{index}].metadata.name", name, subdomain_problem))
+    for path, value, rule in checks:
+        problem = rule(value)
+        if problem is not None:
+            return f"{path}: {_shown(value)} is {problem}"
+    return None
 
 
 def _probe(workload: Workload, where: str) -> None:

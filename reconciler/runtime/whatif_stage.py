@@ -29,8 +29,8 @@ from pathlib import Path
 from reconciler.config.settings import Config
 from reconciler.domain.errors import ReconcilerError
 from reconciler.domain.inventory import Inventory, build_inventory
-from reconciler.domain.markdown import inline
 from reconciler.domain.model import DaemonSet, Pod
+from reconciler.gitops.forge.base import Forge
 from reconciler.kube.parse import ObjectReader
 from reconciler.kube.workloads import (
     DAEMON_SET,
@@ -51,6 +51,7 @@ from reconciler.planning.types import Plan
 from reconciler.runtime.check_comment import comment_on, forge_for_comments
 from reconciler.runtime.plan_stage import plan_once
 from reconciler.runtime.simulate_stage import load_prices, shipped_prices_region
+from reconciler.views.whatif import render_what_if_failed
 from reconciler.views.whatif_report import MARKER, NEW_NODE, GroupNeed, PodAnswer, WhatIfReport, WorkloadLine
 
 # The DaemonSet controller's pods come at once: placed before the workload's (oldest first).
@@ -251,25 +252,63 @@ def what_if_and_comment(
     now: datetime,
     pull_request: int | None,
     render: Callable[[WhatIfReport], str],
-) -> tuple[WhatIfReport, str]:
-    """`what-if`, and with a pull request its comment (`render`: its Markdown): (the report, what was
-    commented). The files and prices are read first, then the config (`load`) and the forge: a bad
-    one stops everything with nothing written anywhere, the comment left as it was. A what-if that
-    fails after that still replaces the comment, so an earlier answer never stands for a change that
-    could not be judged."""
+) -> tuple[WhatIfReport, str, int]:
+    """`what-if`, and with a pull request its comment (`render`: its Markdown, cut to what GitHub
+    accepts): (the report, what was commented, the exit code). The files and prices are read first,
+    then the config (`load`) and the forge: a bad one stops everything with nothing written
+    anywhere, the comment left as it was. After that the comment is always replaced: by this head's
+    answer, or by a short "failed" one when the answer could not be worked out or posted (exit 1),
+    so an earlier answer never stands for a head that was not judged."""
     read = read_request(request)
     config = load()
     forge = forge_for_comments(config) if pull_request is not None else None
+    namespaces = frozenset(w.namespace for w in read[0].workloads)
     try:
         report = what_if_once(config, request, now, read)
     except (Exception, KeyboardInterrupt) as exc:  # any failure: an earlier answer must not stand
         if pull_request is not None:
-            kind = type(exc).__name__
-            why = str(exc) if isinstance(exc, ReconcilerError) else f"an unexpected error ({kind})"
-            failed = f"{MARKER}\n**failed**: could not work out the capacity: {inline(why)}\n"
-            comment_on(config, pull_request, failed, forge, marker=MARKER)
+            if isinstance(exc, ReconcilerError):
+                why = str(exc)
+            elif isinstance(exc, KeyboardInterrupt):
+                why = "interrupted (SIGINT, SIGTERM or Ctrl-C)"
+            else:  # a bug: its message may hold anything, so only its kind
+                why = f"an unexpected error ({type(exc).__name__})"
+            _replace(config, pull_request, forge, render_what_if_failed(why, namespaces), exc)
         raise
-    said = ""
-    if pull_request is not None:
-        said = comment_on(config, pull_request, render(report), forge, marker=MARKER)
-    return report, said
+    if pull_request is None:
+        return report, "", 0
+    try:
+        return report, comment_on(config, pull_request, render(report), forge, marker=MARKER), 0
+    except ReconcilerError as refused:
+        why = f"this head's answer could not be posted here ({refused}); the CI job's log has it"
+        try:
+            comment_on(config, pull_request, render_what_if_failed(why, namespaces), forge, marker=MARKER)
+        except ReconcilerError as again:
+            return (
+                report,
+                (
+                    f"error: could not post the answer on pull request #{pull_request} ({refused}), nor "
+                    f'replace the comment with "failed" ({again}): an earlier answer may still stand'
+                ),
+                1,
+            )
+        return (
+            report,
+            (
+                f"error: could not post the answer on pull request #{pull_request} ({refused}); the "
+                'comment there now says "failed"'
+            ),
+            1,
+        )
+
+
+def _replace(config: Config, number: int, forge: Forge | None, body: str, exc: BaseException) -> None:
+    """Put the "failed" comment in place of the standing answer; when even that cannot be written,
+    the error being raised says so."""
+    try:
+        comment_on(config, number, body, forge, marker=MARKER)
+    except ReconcilerError as again:
+        exc.add_note(
+            f'the comment on pull request #{number} could not be replaced with "failed" either '
+            f"({again}): its earlier answer still stands"
+        )

@@ -40,6 +40,7 @@ from reconciler.kube.names import (
     subdomain_problem,
 )
 from reconciler.kube.parse import ObjectReader, label_selector
+from reconciler.kube.workload_schema import dotted, schema_problem, schema_version
 from reconciler.kube.workload_shape import shape_problem
 
 DEPLOYMENT = "Deployment"
@@ -461,6 +462,7 @@ def _workload(raw: Any, source: Source, default_namespace: str) -> Workload | Sk
     label = Source(source.file, source.document, _line(raw, "kind") or source.line, source.item)
     group = _group(raw.get("apiVersion"))
     if kind in POD_LESS_KINDS and group is not None:
+        _check_schema(raw, source, f"{kind} {name}")
         return Skipped(label, kind, name)
     named = _name_problem(metadata, default_namespace)
     if named is not None:
@@ -490,8 +492,30 @@ def _workload(raw: Any, source: Source, default_namespace: str) -> Workload | Sk
         raise UserError(f"{where}: {problem}")
     builder = _KINDS[kind]
     workload = builder(whole, whole["spec"], where, label, namespace, name)
+    _check_schema(raw, source, f"{kind} {name}")
     _probe(workload, where)
     return workload
+
+
+def _check_schema(raw: Any, source: Source, what: str) -> None:
+    """The official schema of the object's kind (`workload_schema`): the first problem as one line
+    naming the file, the field's own line, the object and the field's path."""
+    found = schema_problem(plain(raw))
+    if found is None:
+        return
+    path, message = found
+    line, node = source.line, raw
+    for key in path:
+        line = _line(node, key) or line
+        try:
+            node = node[key]
+        except (KeyError, IndexError, TypeError):
+            break
+    where = Source(source.file, source.document, line, source.item)
+    raise UserError(
+        f"{where}: {what}: {dotted(path)}: {message} (checked against the Kubernetes "
+        f"{schema_version()} schema)"
+    )
 
 
 def _shown(value: str) -> str:

@@ -21,6 +21,7 @@ DEPLOYMENT = (
     "metadata: {{name: web}}\n"
     "spec:\n"
     "  replicas: {replicas}\n"
+    "  selector: {{matchLabels: {{app: web}}}}\n"
     "  template:\n"
     "    spec:\n"
     "      containers: [{{name: a}}]\n"
@@ -77,3 +78,11 @@ def test_a_file_past_the_bound_is_one_line(tmp_path: Path, monkeypatch: pytest.M
 def test_a_fifo_or_device_is_not_read(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="not a regular file"):
         read_workloads([Path("/dev/zero")])
+
+
+def test_an_empty_flow_mapping_after_the_first_document_is_read(tmp_path: Path) -> None:
+    """`selector: {}` in any document but the first was an AttributeError traceback (its line
+    record is empty, and every later document's lines are moved to the file's)."""
+    path, _ = bundle(tmp_path, DEPLOYMENT.format(replicas=2).replace("{{app: web}}", "{}"))
+    path.write_text(path.read_text().replace("selector: {matchLabels: {app: web}}", "selector: {}"))
+    assert [w.name for w in read_workloads([path]).workloads] == ["web"]

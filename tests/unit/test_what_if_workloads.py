@@ -164,7 +164,7 @@ def test_typed_lists_and_kubectl_document_separators(tmp_path: Path) -> None:
         "--- # kubectl get deploy -o yaml prints typed lists\n"
         "apiVersion: apps/v1\nkind: DeploymentList\nitems:\n"
         "- apiVersion: apps/v1\n  metadata: {name: a}\n"
-        "  spec: {template: {spec: {containers: [{name: a}]}}}\n"
+        "  spec: {selector: {}, template: {spec: {containers: [{name: a}]}}}\n"
         "---\n"
         'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {text: "----\\n--- not a separator"}\n'
     )
@@ -193,12 +193,13 @@ def test_typed_lists_and_kubectl_document_separators(tmp_path: Path) -> None:
         ),
         (
             "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n"
-            "spec: {replicas: 1000000, template: {spec: {containers: [{name: a}]}}}\n",
+            "spec: {replicas: 1000000, selector: {}, template: {spec: {containers: [{name: a}]}}}\n",
             "adds 1000000 pod(s), more than what-if simulates (100000 in all)",
         ),
         (
             "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n"
-            "spec: {template: {spec: {containers: [{name: a, resources: {requests: {cpu: lots}}}]}}}\n",
+            "spec: {selector: {}, template: {spec: {containers: "
+            "[{name: a, resources: {requests: {cpu: lots}}}]}}}\n",
             "Deployment d: spec.template: cpu: 'lots' is not a Kubernetes quantity",
         ),
     ],
@@ -234,7 +235,8 @@ def test_priority_from_the_manifest_a_builtin_class_or_the_running_pods(tmp_path
         return read_one(
             tmp_path,
             "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n"
-            f"spec: {{replicas: 2, template: {{spec: {{{spec}containers: [{{name: a}}]}}}}}}\n",
+            f"spec: {{replicas: 2, selector: {{}}, "
+            f"template: {{spec: {{{spec}containers: [{{name: a}}]}}}}}}\n",
         )
 
     assert {p.priority for p in add(deployment("priority: 7, ")).added} == {7}

@@ -31,7 +31,8 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from reconciler.config.documents import parse_yaml, plain
 from reconciler.domain.errors import UserError
-from reconciler.domain.model import ClusterState, LabelSelector, OwnerRef, Pod
+from reconciler.domain.model import ClusterState, LabelSelector, OwnerRef, Pod, Resources
+from reconciler.domain.quantity import format_bytes, format_cpu
 from reconciler.kube.names import (
     generate_name_problem,
     label_key_problem,
@@ -147,6 +148,9 @@ class Workload:
     claim_templates: tuple[str, ...] = ()  # a StatefulSet's volumeClaimTemplates
     first_ordinal: int = 0  # a StatefulSet's spec.ordinals.start
     concurrency: str = "Allow"  # a CronJob's concurrencyPolicy
+    rolls_out: bool = (
+        False  # a changed pod template replaces the running pods (not OnDelete, not a ReplicaSet)
+    )
     note: str = ""  # why it runs fewer pods than it seems to (suspended, ...)
 
     @property
@@ -655,7 +659,20 @@ def _replicated(
         _selector(spec, where, plain_map=kind == REPLICATION_CONTROLLER),
         claims,
         first,
+        rolls_out=_rolls_out(kind, spec),
     )
+
+
+def _rolls_out(kind: str, spec: Mapping[str, Any]) -> bool:
+    """Whether the controller replaces running pods when the template changes: a Deployment always
+    (RollingUpdate or Recreate), a StatefulSet unless `updateStrategy.type: OnDelete`; a ReplicaSet
+    or ReplicationController never (its running pods keep the old template)."""
+    if kind == DEPLOYMENT:
+        return True
+    if kind == STATEFUL_SET:
+        strategy = spec.get("updateStrategy")
+        return not (isinstance(strategy, dict) and strategy.get("type") == "OnDelete")
+    return False
 
 
 def _job_pods(spec: Mapping[str, Any], where: str) -> tuple[int, str]:
@@ -699,7 +716,10 @@ def _pod(
 def _daemon_set(
     raw: Mapping[str, Any], spec: Mapping[str, Any], where: str, source: Source, namespace: str, name: str
 ) -> Workload:
-    return Workload(source, DAEMON_SET, namespace, name, None, _template(spec, where), _selector(spec, where))
+    strategy = spec.get("updateStrategy")
+    on_delete = isinstance(strategy, dict) and strategy.get("type") == "OnDelete"
+    template, selector = _template(spec, where), _selector(spec, where)
+    return Workload(source, DAEMON_SET, namespace, name, None, template, selector, rolls_out=not on_delete)
 
 
 _KINDS = {
@@ -726,6 +746,7 @@ class Change:
     added: tuple[Pod, ...] = ()
     note: str = ""
     nodes: tuple[str, ...] = field(default=())  # a DaemonSet: the existing nodes it would run on
+    replaced: tuple[Pod, ...] = ()  # running pods a rollout of the changed template removes
 
 
 def running_pods(workload: Workload, state: ClusterState) -> list[Pod]:
@@ -858,6 +879,9 @@ def added_pods(workload: Workload, state: ClusterState, reader: ObjectReader, bu
         counted = len(running)
     priority, priority_note = priority_of(workload, running)
     notes = [n for n in (workload.note, priority_note) if n]
+    stale = _stale(workload, running, reader, priority) if workload.rolls_out else []
+    if stale:
+        return _rollout(workload, running, stale, reader, budget, priority, notes)
     if counted >= wanted:
         if wanted < counted:
             notes.insert(0, f"scales down from {counted} to {wanted} pod(s): adds nothing")
@@ -876,6 +900,69 @@ def added_pods(workload: Workload, state: ClusterState, reader: ObjectReader, bu
     if counted:
         notes.insert(0, f"{counted} pod(s) running: adds {count}")
     return Change(workload, counted, tuple(pods), "; ".join(notes))
+
+
+def _stale(workload: Workload, running: Sequence[Pod], reader: ObjectReader, priority: int) -> list[Pod]:
+    """The running pods whose requests the file's template changes: a rollout replaces them."""
+    if not running:
+        return []
+    new = reader.pod(pod_object(workload, workload.name, priority=priority)).requests
+    return [p for p in running if p.requests != new]
+
+
+def describe_requests(requests: Resources) -> str:
+    """`cpu 100m, memory 1Gi`: the resources a pod asks for, as people write them."""
+    parts = []
+    for name, amount in sorted(requests.values.items()):
+        if name == "cpu":
+            parts.append(f"cpu {format_cpu(amount)}")
+        elif name in ("memory", "ephemeral-storage") or name.startswith("hugepages-"):
+            parts.append(f"{name} {format_bytes(amount)}")
+        else:
+            parts.append(f"{name} {amount}")
+    return ", ".join(parts) or "nothing"
+
+
+def _rollout(
+    workload: Workload,
+    running: Sequence[Pod],
+    stale: Sequence[Pod],
+    reader: ObjectReader,
+    budget: WorkBudget,
+    priority: int,
+    notes: list[str],
+) -> Change:
+    """A changed template of a running Deployment or StatefulSet: its controller replaces every pod,
+    so the answer is the cluster after the rollout: the old pods gone, all the wanted pods at the
+    new requests pending (a StatefulSet's under their own names, with their own claims)."""
+    wanted = workload.pods or 0
+    budget.spend(workload, wanted)
+    if workload.kind == STATEFUL_SET:
+        names = [f"{workload.name}-{workload.first_ordinal + n}" for n in range(wanted)]
+    else:
+        names = [f"{workload.name}-what-if-{n}" for n in range(1, wanted + 1)]
+    owner = controller_owner(workload)
+    pods = tuple(
+        reader.pod(
+            pod_object(
+                workload,
+                name,
+                priority=priority,
+                claims={c: f"{c}-{name}" for c in workload.claim_templates},
+                owner=owner,
+            )
+        )
+        for name in names
+    )
+    old = describe_requests(stale[0].requests)
+    new = describe_requests(pods[0].requests) if pods else "nothing"
+    notes.insert(
+        0,
+        f"rollout: the template changes its pods' requests ({old} -> {new}), so its {len(running)} "
+        f"running pod(s) are replaced by {wanted} at the new requests (planned as the cluster after "
+        "the rollout)",
+    )
+    return Change(workload, len(running), pods, "; ".join(notes), replaced=tuple(running))
 
 
 def _pod_exists(workload: Workload, state: ClusterState) -> bool:

@@ -40,6 +40,7 @@ from reconciler.kube.workloads import (
     Workload,
     added_pods,
     daemonset_object,
+    describe_requests,
     pod_object,
     priority_of,
     read_workloads,
@@ -115,12 +116,15 @@ class _Adder:
             if workload.kind == DAEMON_SET:
                 change, daemonset = _daemonset_change(workload, inventory, reader, budget)
                 if daemonset is not None:
-                    daemonsets.append(daemonset)
+                    same = (daemonset.namespace, daemonset.name)
+                    daemonsets = [d for d in daemonsets if (d.namespace, d.name) != same] + [daemonset]
             else:
                 change = added_pods(workload, state, reader, budget)
             added.extend(change.added)
             self.changes.append(change)
-        changed = replace(state, pods=state.pods + tuple(added), daemonsets=tuple(daemonsets))
+        gone = {p.key for c in self.changes for p in c.replaced}  # a rollout's old pods go
+        kept = tuple(p for p in state.pods if p.key not in gone)
+        changed = replace(state, pods=kept + tuple(added), daemonsets=tuple(daemonsets))
         return build_inventory(changed, tuple(g.group for g in inventory.groups))
 
 
@@ -131,13 +135,30 @@ def _daemonset_change(
     a pod pending on each existing one, and its pod on every new node (the returned DaemonSet)."""
     state = inventory.state
     daemonset = reader.daemonset(daemonset_object(workload))
+    replaced: tuple[Pod, ...] = ()
     if any(d.namespace == workload.namespace and d.name == workload.name for d in state.daemonsets):
-        running = len(running_pods(workload, state))
-        note = f"already runs ({running} pod(s)): adds nothing (a changed pod template is not planned)"
-        return Change(workload, running, (), note), None
-    nodes = [n for n in state.nodes if daemonset_runs_on(daemonset, SimNode.from_node(n, ()))]
+        running = running_pods(workload, state)
+        stale = [p for p in running if p.requests != daemonset.requests and p.node_name]
+        if not stale or not workload.rolls_out:
+            why = "unchanged" if not stale else "updateStrategy OnDelete: its pods keep their requests"
+            note = f"already runs ({len(running)} pod(s)), {why}: adds nothing"
+            return Change(workload, len(running), (), note), None
+        # a rollout, node by node: each node's pod is replaced by one at the new requests, and new
+        # nodes start with the new one (the returned DaemonSet replaces the cluster's)
+        by_node = {p.node_name for p in stale}
+        nodes = [n for n in state.nodes if n.name in by_node]
+        replaced = tuple(stale)
+        note = (
+            f"rollout: the template changes its pods' requests ({describe_requests(stale[0].requests)} -> "
+            f"{describe_requests(daemonset.requests)}), so its pod on each of {len(nodes)} node(s) is "
+            "replaced at the new requests, and new nodes start with the new one"
+        )
+    else:
+        nodes = [n for n in state.nodes if daemonset_runs_on(daemonset, SimNode.from_node(n, ()))]
+        note = ""
     budget.spend(workload, len(nodes), f"one pod on each of the {len(nodes)} node(s) it selects")
-    priority, note = priority_of(workload, ())
+    priority, priority_note = priority_of(workload, replaced)
+    note = "; ".join(n for n in (note, priority_note) if n)
     tolerations = [{"key": t.key, "operator": t.operator, "effect": t.effect} for t in DAEMONSET_TOLERATIONS]
     pods = tuple(
         reader.pod(
@@ -152,7 +173,7 @@ def _daemonset_change(
         )
         for node in nodes
     )
-    return Change(workload, 0, pods, note, tuple(n.name for n in nodes)), daemonset
+    return Change(workload, len(replaced), pods, note, tuple(n.name for n in nodes), replaced), daemonset
 
 
 def _report(

@@ -196,7 +196,7 @@ def test_an_existing_deployment_counts_only_its_difference(
     assert len(up["pods"]) == 15
 
     down = what_if(
-        capsys, cfg, snap, str(write_yaml(tmp_path / "down.yaml", deployment("web", 3, {"cpu": "1"})))
+        capsys, cfg, snap, str(write_yaml(tmp_path / "down.yaml", deployment("web", 3, {"cpu": "100m"})))
     )
     (web,) = down["workloads"]
     assert (web["running"], web["added"]) == (5, 0)

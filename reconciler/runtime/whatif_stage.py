@@ -27,7 +27,7 @@ from datetime import datetime
 from pathlib import Path
 
 from reconciler.config.settings import Config
-from reconciler.domain.errors import ReconcilerError
+from reconciler.domain.errors import ReconcilerError, UserError
 from reconciler.domain.inventory import Inventory, build_inventory
 from reconciler.domain.model import DaemonSet, Pod
 from reconciler.gitops.forge.base import Forge
@@ -277,10 +277,16 @@ def what_if_and_comment(
     """`what-if`, and with a pull request its comment (`render`: its Markdown, cut to what GitHub
     accepts): (the report, what was commented, the exit code). The files and prices are read first,
     then the config (`load`) and the forge: a bad one stops everything with nothing written
-    anywhere, the comment left as it was. After that the comment is always replaced: by this head's
-    answer, or by a short "failed" one when the answer could not be worked out or posted (exit 1),
-    so an earlier answer never stands for a head that was not judged."""
-    read = read_request(request)
+    anywhere but the comment, which says the files could not be read (when the config and the forge
+    can be had). After that the comment is always replaced: by this head's answer, or by a short
+    "failed" one when the answer could not be worked out or posted (exit 1), so an earlier answer
+    never stands for a head that was not judged."""
+    try:
+        read = read_request(request)
+    except UserError as bad:
+        if pull_request is not None:
+            _say_unreadable(load, pull_request, bad)
+        raise
     config = load()
     forge = forge_for_comments(config) if pull_request is not None else None
     namespaces = frozenset(w.namespace for w in read[0].workloads)
@@ -321,6 +327,18 @@ def what_if_and_comment(
             ),
             1,
         )
+
+
+def _say_unreadable(load: Callable[[], Config], number: int, bad: UserError) -> None:
+    """This head's files are a mistake: the standing answer (an earlier head's) must not stay. The
+    config or the forge failing too leaves it to the error being raised (the files come first)."""
+    try:
+        config = load()
+        forge = forge_for_comments(config)
+    except ReconcilerError:
+        return
+    why = f"the pull request's manifests could not be read: {bad}"
+    _replace(config, number, forge, render_what_if_failed(why, frozenset()), bad)
 
 
 def _replace(config: Config, number: int, forge: Forge | None, body: str, exc: BaseException) -> None:

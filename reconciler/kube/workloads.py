@@ -306,11 +306,12 @@ def _inside(path: Path, folder: Path) -> Path:
     return target
 
 
-# Parsing YAML costs time: ~7 s a MiB for plain manifests, three times that for crafted ones (flow
-# mappings of thousands of keys, thousands of tiny documents). what-if reads the few manifests a
-# pull request changes, so all the files given are read against one budget, MAX_INPUT_BYTES in all
-# and MAX_OBJECTS objects (documents and list items), checked before each is parsed.
-MAX_INPUT_BYTES = 1024 * 1024
+# Parsing YAML costs time (the pure-Python round-trip parser, the one that keeps line numbers):
+# ~7 s a MiB for block-style manifests, ~20 s for flow style or JSON, more for crafted ones
+# (thousands of one-line documents). what-if reads the few manifests a pull request changes, so all
+# the files given are read against one budget, MAX_INPUT_BYTES in all and MAX_OBJECTS objects
+# (documents and list items), checked before each is parsed: ~10 s at worst.
+MAX_INPUT_BYTES = 512 * 1024
 MAX_OBJECTS = 2_000
 
 

@@ -77,3 +77,36 @@ def test_many_containers_times_many_replicas_is_refused(
         capsys, "what-if", "--config", str(tmp_path / "none.yaml"), str(write_yaml(tmp_path / "w.yaml", web))
     )
     one_line_error(result, "w.yaml:1: document 1: Deployment apps/web: spec.replicas: 90000 pod(s)")
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        (
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata:\n"
+            "  a: &a [x, x, x, x, x, x, x, x, x]\n"
+            "  b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n  c: [*b, *b, *b, *b, *b, *b, *b, *b, *b]\n",
+            "bomb.yaml:5: anchor &a: YAML anchors and aliases are refused",
+        ),
+        (
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: " + "[" * 5000 + "]" * 5000 + "\n",
+            "nested more than 100 levels",
+        ),
+        (
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n"
+            "spec: {replicas: 99999999999999999999, "
+            "selector: {}, template: {spec: {containers: [{name: a}]}}}\n",
+            "spec.replicas: adds 99999999999999999999 pod(s)",
+        ),
+    ],
+    ids=["alias-bomb", "deep-nesting", "huge-replicas"],
+)
+def test_parsing_cost_is_bounded_before_anything_is_built(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, fragment: str
+) -> None:
+    path = tmp_path / "bomb.yaml"
+    path.write_text(text)
+    started = time.monotonic()
+    result = run(capsys, "what-if", "--config", str(tmp_path / "none.yaml"), str(path))
+    one_line_error(result, fragment)
+    assert time.monotonic() - started < 30

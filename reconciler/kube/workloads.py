@@ -17,29 +17,18 @@ leaving them out would answer "no capacity needed" for a change that needs some.
 
 from __future__ import annotations
 
-import errno
-import json
-import os
 import re
-import stat
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
-
-from reconciler.config.documents import parse_yaml, plain
+from reconciler.config.documents import plain
 from reconciler.domain.errors import UserError
 from reconciler.domain.model import ClusterState, LabelSelector, OwnerRef, Pod, Resources
 from reconciler.domain.quantity import format_bytes, format_cpu
-from reconciler.kube.names import (
-    generate_name_problem,
-    label_key_problem,
-    label_problem,
-    label_value_problem,
-    subdomain_problem,
-)
+from reconciler.kube.manifest_files import InputBudget, Source, documents, line_of, manifest_files
+from reconciler.kube.names import names_problem, object_name_problem
 from reconciler.kube.parse import ObjectReader, label_selector
 from reconciler.kube.workload_schema import dotted, schema_problem, schema_version
 from reconciler.kube.workload_shape import shape_problem
@@ -113,25 +102,8 @@ MAX_WORK = 4_000_000
 _READ_CONTAINER_KEYS = frozenset({"name", "resources", "ports", "restartPolicy"})
 DEFAULT_NAMESPACE = "default"
 
-_SEPARATOR = re.compile(r"^---(\s.*)?$")  # kubectl's YAMLReader: `---`, then nothing but a comment
 _RUN_SUFFIX = re.compile(r"^(?P<cronjob>.+)-\d+$")  # the CronJob controller names a run <name>-<minutes>
 _TERMINAL = frozenset({"Succeeded", "Failed"})
-_SUFFIXES = (".yaml", ".yml", ".json")
-
-
-@dataclass(frozen=True)
-class Source:
-    """Where an object was read: the file, the document (1-based) and, in a list, the item."""
-
-    file: str
-    document: int
-    line: int | None
-    item: int | None = None
-
-    def __str__(self) -> str:
-        where = f"{self.file}:{self.line}" if self.line else self.file
-        inside = f"document {self.document}" + (f", item {self.item}" if self.item is not None else "")
-        return f"{where}: {inside}"
 
 
 @dataclass(frozen=True)
@@ -178,10 +150,10 @@ def read_workloads(paths: Sequence[Path], default_namespace: str = DEFAULT_NAMES
     problem is one UserError naming the file, document and line."""
     workloads: list[Workload] = []
     skipped: list[Skipped] = []
-    budget = _Budget()
-    for path, target in _files(paths):
+    budget = InputBudget()
+    for path, target in manifest_files(paths):
         found = 0
-        for source, document in _documents(path, target, budget):
+        for source, document in documents(path, target, budget):
             for item_source, item in _objects(document, source):
                 found += 1
                 budget.count_object(item_source)
@@ -265,150 +237,6 @@ _COUNT_FIELDS = {
 }
 
 
-def _files(paths: Sequence[Path]) -> list[tuple[Path, Path]]:
-    """(path, what to open) of every file to read. A symbolic link is followed only when it stays in
-    the folder it was found in (the directory given, or a FILE's own directory): a pull request may
-    hold a link to `/etc/passwd` or to the runner's credentials, and what-if must neither read nor
-    quote what it reaches."""
-    files: list[tuple[Path, Path]] = []
-    for path in paths:
-        if not path.is_dir() or path.is_symlink():
-            files.append((path, _inside(path, path.parent)))
-            continue
-        root = path.resolve()
-        found: list[tuple[Path, Path]] = []
-        for folder, dirs, names in os.walk(path):  # never descends into a linked directory
-            for name in dirs:
-                linked = Path(folder, name)
-                if linked.is_symlink():
-                    _inside(linked, root)
-            for name in names:
-                candidate = Path(folder, name)
-                if candidate.suffix in _SUFFIXES:
-                    found.append((candidate, _inside(candidate, root)))
-        if not found:
-            raise UserError(f"{path}: no .yaml, .yml or .json files in this directory")
-        files.extend(sorted(found))
-    return files
-
-
-def _inside(path: Path, folder: Path) -> Path:
-    """`path` with every link resolved, refused when that leaves `folder`: one line that names the
-    link, never its target nor a byte of what it points to."""
-    if not path.is_symlink():
-        return path
-    target, root = path.resolve(), folder.resolve()
-    if target != root and root not in target.parents:
-        raise UserError(
-            f"{path}: a symbolic link that leads out of {folder} (refused: what-if reads only the "
-            "files in the folders it is given; copy the manifest in instead of linking to it)"
-        )
-    return target
-
-
-# Parsing YAML costs time (the pure-Python round-trip parser, the one that keeps line numbers):
-# ~7 s a MiB for block-style manifests, ~20 s for flow style or JSON, more for crafted ones
-# (thousands of one-line documents). what-if reads the few manifests a pull request changes, so all
-# the files given are read against one budget, MAX_INPUT_BYTES in all and MAX_OBJECTS objects
-# (documents and list items), checked before each is parsed: ~10 s at worst.
-MAX_INPUT_BYTES = 512 * 1024
-MAX_OBJECTS = 2_000
-
-
-def _read_text(path: Path, target: Path, budget: int) -> str:
-    """At most `budget` bytes of `target` (found as `path`), opened without following a link (a
-    link was resolved and checked already: one swapped in since is refused, not followed) and
-    without blocking on a FIFO."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    try:
-        descriptor = os.open(target, flags)
-    except FileNotFoundError:
-        raise UserError(f"{path}: file not found (pass Kubernetes YAML or JSON manifests)") from None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise UserError(f"{path}: a symbolic link (refused: pass the file itself)") from None
-        raise UserError(f"{path}: cannot read: {exc.strerror}") from None
-    with os.fdopen(descriptor, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            raise UserError(f"{path}: not a regular file (pass Kubernetes YAML or JSON manifests)")
-        try:
-            data = handle.read(budget + 1)
-        except OSError as exc:
-            raise UserError(f"{path}: cannot read: {exc.strerror}") from None
-    if len(data) > budget:
-        raise UserError(
-            f"{path}: the manifests given are larger than {_bytes(MAX_INPUT_BYTES)} in all; pass "
-            "the workload manifests you are changing, not a dump of the cluster (what-if reads the "
-            "cluster itself)"
-        )
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise UserError(f"{path}: not a text file (expected UTF-8 YAML or JSON)") from None
-
-
-def split_documents(text: str) -> Iterator[tuple[int, str]]:
-    """(first line index, text) of each `---`-separated document, as kubectl splits them."""
-    start, lines = 0, text.splitlines(keepends=True)
-    for index, line in enumerate(lines):
-        if _SEPARATOR.match(line.rstrip("\r\n")) and not line.startswith("----"):
-            yield start, "".join(lines[start:index])
-            start = index + 1
-    yield start, "".join(lines[start:])
-
-
-def _bytes(count: int) -> str:
-    for unit, size in (("MiB", 2**20), ("KiB", 2**10)):
-        if count >= size:
-            return f"{count / size:g} {unit}"
-    return f"{count} bytes"
-
-
-class _Budget:
-    """What is left of MAX_INPUT_BYTES and MAX_OBJECTS for the files still to read."""
-
-    def __init__(self) -> None:
-        self.bytes = MAX_INPUT_BYTES
-        self.objects = MAX_OBJECTS
-
-    def count_object(self, where: Source | str) -> None:
-        self.objects -= 1
-        if self.objects < 0:
-            raise UserError(
-                f"{where}: more than {MAX_OBJECTS} objects in the manifests given; pass the workload "
-                "manifests you are changing (what-if reads the cluster itself)"
-            )
-
-
-def _documents(path: Path, target: Path, budget: _Budget) -> Iterator[tuple[Source, Any]]:
-    text = _read_text(path, target, budget.bytes)
-    budget.bytes -= len(text.encode())
-    for number, (offset, chunk) in enumerate(split_documents(text), start=1):
-        if not chunk.strip():
-            continue
-        if budget.objects <= 0:  # before parsing: each document costs the parser's time
-            budget.count_object(f"{path}:{offset + 1}: document {number}")
-        # every line number (the parser's too) is the file's: the document starts on line `offset`
-        document = parse_yaml(chunk, str(path), first_line=offset)
-        if document is None:
-            continue  # only comments
-        yield Source(str(path), number, _line(document) or offset + 1), document
-
-
-def _line(node: Any, key: str | int | None = None) -> int | None:
-    """1-based line of `node` (or of its `key`) in the file, when the round-trip parser kept it."""
-    try:
-        if key is None:
-            return int(node.lc.line) + 1 if isinstance(node, CommentedMap | CommentedSeq) else None
-        if isinstance(node, CommentedMap) and key in node:
-            return int(node.lc.key(key)[0]) + 1
-        if isinstance(node, CommentedSeq) and isinstance(key, int) and key < len(node):
-            return int(node.lc.item(key)[0]) + 1
-    except (AttributeError, KeyError, TypeError):
-        return None
-    return None
-
-
 def _objects(document: Any, source: Source) -> Iterator[tuple[Source, Any]]:
     """The object, or each item of a `List` / typed list (`DeploymentList`: items carry no kind)."""
     if not isinstance(document, dict):
@@ -423,7 +251,7 @@ def _objects(document: Any, source: Source) -> Iterator[tuple[Source, Any]]:
             raise UserError(f"{source}: items: must be a list of objects (got {_type_name(items)})")
         item_kind = kind[: -len("List")]
         for index, item in enumerate(items):
-            where = Source(source.file, source.document, _line(items, index) or source.line, index)
+            where = Source(source.file, source.document, line_of(items, index) or source.line, index)
             if isinstance(item, dict) and item_kind and "kind" not in item:
                 item = {**item, "kind": item_kind}
             if isinstance(item, dict) and isinstance(item.get("kind"), str) and item["kind"].endswith("List"):
@@ -464,12 +292,12 @@ def _workload(raw: Any, source: Source, default_namespace: str) -> Workload | Sk
     name = metadata.get("name") or metadata.get("generateName")
     if not isinstance(name, str) or not name:
         raise UserError(f"{source}: {kind}: metadata.name: missing (name the object)")
-    label = Source(source.file, source.document, _line(raw, "kind") or source.line, source.item)
+    label = Source(source.file, source.document, line_of(raw, "kind") or source.line, source.item)
     group = _group(raw.get("apiVersion"))
     if kind in POD_LESS_KINDS and group is not None:
         _check_schema(raw, source, f"{kind} {name}")
         return Skipped(label, kind, name)
-    named = _name_problem(metadata, default_namespace)
+    named = object_name_problem(metadata, default_namespace)
     if named is not None:
         raise UserError(f"{label}: {kind}: {named}")
     if kind not in WORKLOAD_KINDS or group not in WORKLOAD_KINDS[kind]:
@@ -492,7 +320,7 @@ def _workload(raw: Any, source: Source, default_namespace: str) -> Workload | Sk
         raise UserError(f"{label}: {kind} {name}: spec: missing")
     where = f"{label}: {kind} {name}"
     whole = plain(raw)
-    problem = shape_problem(kind, whole) or _names_problem(kind, whole)
+    problem = shape_problem(kind, whole) or names_problem(kind, whole)
     if problem is not None:
         raise UserError(f"{where}: {problem}")
     builder = _KINDS[kind]
@@ -511,7 +339,7 @@ def _check_schema(raw: Any, source: Source, what: str) -> None:
     path, message = found
     line, node = source.line, raw
     for key in path:
-        line = _line(node, key) or line
+        line = line_of(node, key) or line
         try:
             node = node[key]
         except (KeyError, IndexError, TypeError):
@@ -521,62 +349,6 @@ def _check_schema(raw: Any, source: Source, what: str) -> None:
         f"{where}: {what}: {dotted(path)}: {message} (checked against the Kubernetes "
         f"{schema_version()} schema)"
     )
-
-
-def _shown(value: str) -> str:
-    """A value that failed a check, on one line and short (it may be anything)."""
-    return json.dumps(value if len(value) <= 80 else value[:80] + "...")
-
-
-def _name_problem(metadata: Mapping[str, Any], default_namespace: str) -> str | None:
-    """metadata.name (or generateName) and the namespace, as the API server checks them."""
-    name, prefix = metadata.get("name"), metadata.get("generateName")
-    if isinstance(name, str) and name:
-        problem, path, value = subdomain_problem(name), "metadata.name", name
-    else:
-        problem, path, value = generate_name_problem(str(prefix)), "metadata.generateName", str(prefix)
-    if problem is None:
-        namespace = metadata.get("namespace") or default_namespace
-        if not isinstance(namespace, str):
-            return None  # its type is said where it is read
-        problem, path, value = label_problem(namespace), "metadata.namespace", namespace
-    return None if problem is None else f"{path}: {_shown(value)} is {problem}"
-
-
-def _names_problem(kind: str, raw: Mapping[str, Any]) -> str | None:
-    """The names and labels of a workload's pods, checked as the API server would check them on
-    the pods it creates: container and volume names, labels, the selector, claim templates."""
-    spec = raw.get("spec") or {}
-    if kind == CRON_JOB:
-        job, base = ((spec.get("jobTemplate") or {}).get("spec") or {}), "spec.jobTemplate.spec.template"
-    else:
-        job, base = spec, "spec.template"
-    template = {"metadata": raw.get("metadata"), "spec": spec} if kind == POD else (job.get("template") or {})
-    base = "" if kind == POD else base + "."
-    checks: list[tuple[str, str, Callable[[str], str | None]]] = []
-    for field_name, labels in (
-        ("metadata.labels", (raw.get("metadata") or {}).get("labels")),
-        (f"{base}metadata.labels" if base else "", (template.get("metadata") or {}).get("labels")),
-        ("spec.selector.matchLabels", (spec.get("selector") or {}).get("matchLabels")),
-    ):
-        for key, value in (labels or {}).items() if field_name and isinstance(labels, dict) else ():
-            checks.append((f"{field_name}: key", str(key), label_key_problem))
-            checks.append((f"{field_name}.{key}", str(value or ""), label_value_problem))
-    pod_spec = template.get("spec") or {}
-    for group in ("containers", "initContainers", "volumes"):
-        for index, item in enumerate(pod_spec.get(group) or ()):
-            if isinstance(item, dict) and item.get("name") is not None:
-                checks.append((f"{base}spec.{group}[{index}].name", str(item["name"]), label_problem))
-    if kind == STATEFUL_SET:
-        for index, claim in enumerate(spec.get("volumeClaimTemplates") or ()):
-            name = ((claim or {}).get("metadata") or {}).get("name")
-            if isinstance(name, str):
-                checks.append((f"spec.volumeClaimTemplates[{index}].metadata.name", name, subdomain_problem))
-    for path, value, rule in checks:
-        problem = rule(value)
-        if problem is not None:
-            return f"{path}: {_shown(value)} is {problem}"
-    return None
 
 
 def _probe(workload: Workload, where: str) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.domain.errors import UserError
-from reconciler.kube import workloads
+from reconciler.kube import manifest_files
 from reconciler.kube.workloads import read_workloads
 
 SECRET = "hunter2-do-not-print"
@@ -79,7 +79,7 @@ def test_a_file_that_is_not_an_object_is_not_quoted(tmp_path: Path) -> None:
 def test_the_byte_budget_is_for_all_the_files_together(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(workloads, "MAX_INPUT_BYTES", 3 * len(DEPLOYMENT) + 10)
+    monkeypatch.setattr(manifest_files, "MAX_INPUT_BYTES", 3 * len(DEPLOYMENT) + 10)
     paths = []
     for n in range(4):
         path = tmp_path / f"w{n}.yaml"
@@ -94,16 +94,16 @@ def test_thousands_of_tiny_documents_stop_at_the_object_budget_before_they_are_p
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "bundle.yaml"
-    path.write_text("---\n".join(CONFIGMAP.format(i=i) for i in range(workloads.MAX_OBJECTS + 1)))
+    path.write_text("---\n".join(CONFIGMAP.format(i=i) for i in range(manifest_files.MAX_OBJECTS + 1)))
     parsed = 0
-    real = workloads.parse_yaml
+    real = manifest_files.parse_yaml
 
     def counting(*args: object, **kwargs: object) -> object:
         nonlocal parsed
         parsed += 1
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(workloads, "parse_yaml", counting)
+    monkeypatch.setattr(manifest_files, "parse_yaml", counting)
     with pytest.raises(UserError, match=r"bundle.yaml:\d+: document 2001: more than 2000 objects"):
         read_workloads([path])
-    assert parsed == workloads.MAX_OBJECTS
+    assert parsed == manifest_files.MAX_OBJECTS

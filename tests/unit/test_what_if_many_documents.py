@@ -11,7 +11,7 @@ import pytest
 
 from reconciler.config import documents
 from reconciler.domain.errors import UserError
-from reconciler.kube import workloads
+from reconciler.kube import manifest_files
 from reconciler.kube.workloads import read_workloads
 
 CONFIGMAP = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c{i}\ndata:\n  a: b\n"
@@ -47,7 +47,7 @@ def test_the_parser_reads_each_document_once(tmp_path: Path, monkeypatch: pytest
         parsed += len(text)
         return real(text, label, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(workloads, "parse_yaml", counting)
+    monkeypatch.setattr(manifest_files, "parse_yaml", counting)
     manifests = read_workloads([path])
     assert len(manifests.skipped) == COUNT and [w.name for w in manifests.workloads] == ["web"]
     assert parsed <= 2 * len(path.read_text())
@@ -68,7 +68,7 @@ def test_line_numbers_are_the_files(tmp_path: Path) -> None:
 
 def test_a_file_past_the_bound_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A wrong path (a dump of the cluster, a device) is refused before it is parsed or held whole."""
-    monkeypatch.setattr(workloads, "MAX_INPUT_BYTES", 1024)
+    monkeypatch.setattr(manifest_files, "MAX_INPUT_BYTES", 1024)
     big = tmp_path / "dump.yaml"
     big.write_text("# padding\n" * 200)
     with pytest.raises(UserError, match=r"dump.yaml: the manifests given are larger than 1 KiB in all"):

@@ -10,6 +10,7 @@ import pytest
 
 from reconciler.domain.errors import UserError
 from reconciler.domain.model import ClusterState, Pod
+from reconciler.kube.manifest_files import split_documents
 from reconciler.kube.parse import ObjectReader
 from reconciler.kube.workloads import (
     Change,
@@ -17,7 +18,6 @@ from reconciler.kube.workloads import (
     Workload,
     added_pods,
     read_workloads,
-    split_documents,
 )
 from tests.support import k8s_objects as k
 

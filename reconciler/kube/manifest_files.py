@@ -45,6 +45,7 @@ def manifest_files(paths: Sequence[Path]) -> list[tuple[Path, Path]]:
     quote what it reaches."""
     files: list[tuple[Path, Path]] = []
     for path in paths:
+        _no_way_out(path)
         if not path.is_dir() or path.is_symlink():
             files.append((path, _inside(path, path.parent)))
             continue
@@ -63,6 +64,23 @@ def manifest_files(paths: Sequence[Path]) -> list[tuple[Path, Path]]:
             raise UserError(f"{path}: no .yaml, .yml or .json files in this directory")
         files.extend(sorted(found))
     return files
+
+
+def _no_way_out(path: Path) -> None:
+    """A relative path (as a workflow passes a pull request's files) whose folders include a link
+    must still lead to a place under the current directory: `deploy/sub/creds.yaml` with `deploy/sub`
+    a link to the runner's home is refused like a link in a folder given."""
+    if path.is_absolute():
+        return
+    prefixes = [Path(*path.parts[:n]) for n in range(1, len(path.parts))]
+    if any(p.is_symlink() for p in prefixes if p.name != ".."):
+        cwd = Path.cwd().resolve()
+        target = path.resolve()
+        if target != cwd and cwd not in target.parents:
+            raise UserError(
+                f"{path}: its folders include a symbolic link that leads out of the current directory "
+                "(refused: what-if reads only the files in the folders it is given)"
+            )
 
 
 def _inside(path: Path, folder: Path) -> Path:

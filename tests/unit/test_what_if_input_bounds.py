@@ -59,6 +59,21 @@ def test_a_linked_directory_out_of_the_folder_is_refused(tmp_path: Path) -> None
     assert SECRET not in str(refused.value)
 
 
+def test_a_linked_folder_on_the_way_to_a_file_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = outside(tmp_path)
+    (secret.parent / "creds.yaml").write_text(SECRET)
+    checkout = tmp_path / "checkout"
+    (checkout / "deploy").mkdir(parents=True)
+    (checkout / "deploy" / "sub").symlink_to(secret.parent, target_is_directory=True)
+    monkeypatch.chdir(checkout)
+    for given in (Path("deploy/sub/creds.yaml"), Path("deploy/sub")):
+        with pytest.raises(UserError, match=r"a symbolic link that leads out") as refused:
+            read_workloads([given])
+        assert SECRET not in str(refused.value)
+
+
 def test_a_link_inside_the_folder_is_read(tmp_path: Path) -> None:
     folder = tmp_path / "deploy"
     folder.mkdir()

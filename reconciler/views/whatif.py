@@ -134,7 +134,7 @@ def render_what_if_markdown(report: WhatIfReport, budget: int = BODY_BUDGET) -> 
     adding = [g for g in report.groups if g.add]
     if adding:
         rows = [
-            f"| {text(g.name)} | +{g.add} | {text(g.instance_type or '?')} | "
+            f"| {inline(g.name)} | +{g.add} | {inline(g.instance_type or '?')} | "  # the operator's names
             f"{_money(g.monthly_cost)} | {g.pods} |"
             for g in adding
         ]

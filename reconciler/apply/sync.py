@@ -1,6 +1,7 @@
-"""Sync one commit of main to AWS, group by group (DESIGN §2, §3 rules 2, 4-7).
+"""Sync one commit of main to AWS, group by group (DESIGN §2, §3 rules 2, 4-7, 11).
 
-Increases are SetDesiredCapacity, at most `apply.maxStep` instances per group per run. Approved
+Increases are SetDesiredCapacity, at most `apply.maxStep` instances per group per run and never past
+apply's own bounds (reconciler/apply/caps.py, rule 11): the part above one is refused. Approved
 removals pass the gates here — the approving commit (the one whose own diff added the instance),
 `scaleDown.proposalTTL`, the planner's re-check, group settings under which a named termination
 would not do what it says, apply's own records being trustworthy, `scaleDown.windows` (last, so a
@@ -17,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import timedelta
 
+from reconciler.apply.caps import Caps
 from reconciler.apply.effects import Effects
 from reconciler.apply.inputs import ApplyInputs
 from reconciler.apply.outcome import SCALE_DOWN, SCALE_UP, ApplyReport, GroupRun
@@ -63,6 +65,7 @@ def apply(inputs: ApplyInputs, effects: Effects) -> ApplyReport:
     runs: dict[str, GroupRun] = {}
     removals: list[Removal] = []
     window = WindowGate(inputs.config.scale_down.windows, inputs.now)
+    caps = Caps.of(inputs.config, inputs.inventory)
     give_back_unapproved(inputs, by_name, committed, effects, given_back, stuck)
     for entry in inputs.manifest.groups:
         inventory = by_name.get(entry.name)
@@ -79,7 +82,9 @@ def apply(inputs: ApplyInputs, effects: Effects) -> ApplyReport:
         run = GroupRun(entry.name, inventory.group.desired, inventory.group.desired)
         runs[entry.name] = run
         try:
-            removals += _sync_group(inputs, inventory, committed[entry.name], verdicts, run, effects, window)
+            removals += _sync_group(
+                inputs, inventory, committed[entry.name], verdicts, run, effects, window, caps
+            )
         except RefusedError as exc:
             run.refuse(str(exc), exc.kind)
         except ReconcilerError as exc:
@@ -130,6 +135,7 @@ def _sync_group(
     run: GroupRun,
     effects: Effects,
     window: WindowGate,
+    caps: Caps,
 ) -> list[Removal]:
     """Raise the group if main says so; return the removals that passed every gate, in order."""
     group = inventory.group
@@ -152,7 +158,7 @@ def _sync_group(
     if intended > group.desired or base.approved_present:
         _refuse_if_refreshing(group, effects)
     if intended > group.desired:
-        _raise(inputs, group, intended, run, effects)
+        _raise(inputs, inventory, intended, run, effects, caps)
     for instance in base.approved_standby:
         run.refuse(
             f"{instance}: is in Standby (taken out of service by hand): not counted in desired and not "
@@ -245,21 +251,45 @@ def _drift(inputs: ApplyInputs, group: NodeGroup, base: Baseline, run: GroupRun)
     return intended
 
 
-def _raise(inputs: ApplyInputs, group: NodeGroup, intended: int, run: GroupRun, effects: Effects) -> None:
+def _raise(
+    inputs: ApplyInputs, inventory: GroupInventory, intended: int, run: GroupRun, effects: Effects, caps: Caps
+) -> None:
+    """Towards `intended`, at most `apply.maxStep` this run and never past apply's own caps (rule 11):
+    up to a cap the raise goes ahead (capacity the operator allowed), the rest is refused, naming the
+    cap; a desired a person set above one is left as it is (rule 2)."""
+    group = inventory.group
     step = inputs.config.apply.max_step
-    ceiling = group.asg_max_size or group.max_size
-    target = min(intended, group.desired + step, ceiling)
-    if target < intended:
-        run.note(f"manifest wants {intended}: {target} this run (apply.maxStep {step}, max size {ceiling})")
-    if target <= group.desired:
+    bound = caps.bound(inventory)
+    target = min(intended, group.desired + step, bound.highest)
+    if target < intended and intended <= bound.highest:
+        run.note(f"manifest wants {intended}: {target} this run (apply.maxStep {step})")
+    if target > group.desired:
+        run.after = target
+        caps.book(inventory, target - group.desired)
+        if inputs.dry_run:
+            run.did(SCALE_UP, f"would raise desired {group.desired} -> {target}")
+        else:
+            effects.guard(group.name)
+            effects.actuator.raise_desired(group.name, group.desired, target)
+            run.did(SCALE_UP, f"raised desired {group.desired} -> {target}")
+    if intended <= bound.highest:
         return
-    run.after = target
-    if inputs.dry_run:
-        run.did(SCALE_UP, f"would raise desired {group.desired} -> {target}")
-        return
-    effects.guard(group.name)
-    effects.actuator.raise_desired(group.name, group.desired, target)
-    run.did(SCALE_UP, f"raised desired {group.desired} -> {target}")
+    if target > group.desired and target < bound.highest:
+        done = (
+            f"raised to {target} this run (apply.maxStep {step}), to {bound.highest} in later runs, and the "
+            "rest refused"
+        )
+    elif target > group.desired:
+        done = f"raised to {target} only, the rest refused"
+    elif group.desired > bound.highest:
+        done = f"not raised, and AWS desired {group.desired}, above it already, is not lowered (rule 2)"
+    else:
+        done = "not raised"
+    run.refuse(
+        f"manifest wants {intended}, above {bound.what}: {done}; the manifest cannot lift apply's own "
+        f"bounds ({bound.fix})",
+        "limits",
+    )
 
 
 def _scale_down_blocked(config: Config, group: NodeGroup) -> str:

@@ -13,14 +13,18 @@ a minute), and a command with it.
 
 from __future__ import annotations
 
+import difflib
+import logging
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import boto3
+import botocore
 import botocore.loaders
 import botocore.session
 from botocore.config import Config as BotoConfig
@@ -68,6 +72,7 @@ _AUTH_CODES = frozenset(
 
 
 _LOADER = botocore.loaders.create_loader()
+_log = logging.getLogger(__name__)
 
 
 def core_session() -> botocore.session.Session:
@@ -87,6 +92,7 @@ class AwsClients:
     autoscaling: AutoScalingClient
     ec2: EC2Client
     region: str
+    eks: Any = None  # DescribeNodegroup for EKS managed node groups (aws/managed_nodegroups.py)
 
 
 def retry_config(core: botocore.session.Session) -> BotoConfig:
@@ -138,9 +144,55 @@ def make_clients(config: Config) -> AwsClients:
         options = retry_config(core)
         autoscaling = session.client("autoscaling", config=options)
         ec2 = session.client("ec2", config=options)
-        _bounded(autoscaling)
-        _bounded(ec2)
-    return AwsClients(autoscaling=autoscaling, ec2=ec2, region=region)
+        eks = session.client("eks", config=options)
+        for client in (autoscaling, ec2, eks):
+            _bounded(client)
+    _check_region(region, config, (autoscaling, ec2))
+    return AwsClients(autoscaling=autoscaling, ec2=ec2, region=region, eks=eks)
+
+
+@cache
+def known_regions() -> frozenset[str]:
+    """Every region of every partition in botocore's endpoint data (shipped with it, read offline)."""
+    data = _LOADER.load_data("endpoints")
+    found: set[str] = set()
+    for partition in data.get("partitions", ()):
+        found.update(partition.get("regions", {}))
+        for service in ("autoscaling", "ec2"):
+            endpoints = partition.get("services", {}).get(service, {}).get("endpoints", {})
+            found.update(name for name in endpoints if not name.startswith("fips-") and "fips" not in name)
+    return frozenset(found)
+
+
+def _check_region(region: str, config: Config, clients: tuple[Any, ...]) -> None:
+    """A region botocore does not know, on AWS's own endpoints, is refused before any call: a typo
+    (`us-eest-1`) would otherwise surface as "cannot reach the AWS endpoint" after every retry of a
+    DNS lookup. With an endpoint of one's own (`AWS_ENDPOINT_URL`, moto, a VPC endpoint) any name
+    goes, with a warning; a region newer than the installed botocore has the same way through."""
+    if region in known_regions():
+        return
+    where = (
+        f"{config.source or 'config'}: region"
+        if config.region
+        else "region (from AWS_REGION / AWS_DEFAULT_REGION / the profile)"
+    )
+    close = difflib.get_close_matches(region, sorted(known_regions()), n=2, cutoff=0.75)
+    guess = f" (did you mean {' or '.join(close)}?)" if close else ""
+    if not any(is_aws_endpoint(client) for client in clients):
+        _log.warning(
+            "%s: %r is not an AWS region botocore %s knows%s; going on, as the AWS endpoints are set "
+            "to others",
+            where,
+            region,
+            botocore.__version__,
+            guess,
+        )
+        return
+    raise UserError(
+        f"{where}: {region!r} is not an AWS region botocore {botocore.__version__} knows{guess}; "
+        "correct it (`aws ec2 describe-regions` lists them), or, for a region newer than this botocore, "
+        "upgrade botocore or set AWS_ENDPOINT_URL_AUTOSCALING and AWS_ENDPOINT_URL_EC2 to its endpoints"
+    )
 
 
 def aws_clients(config: Config) -> tuple[AutoScalingClient, EC2Client]:

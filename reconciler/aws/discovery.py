@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -30,6 +30,7 @@ from reconciler.aws.groups import (
 )
 from reconciler.aws.instance_types import describe_instance_types
 from reconciler.aws.launch import described_types, launch_types
+from reconciler.aws.managed_nodegroups import ManagedNodegroup, NodegroupRef, nodegroup_ref
 from reconciler.config.settings import Config, NodeGroupsConfig
 from reconciler.domain.errors import UserError
 from reconciler.domain.model import GROUP_NAME, NodeGroup
@@ -45,6 +46,9 @@ _INT = re.compile(r"^[+-]?[0-9]+$")
 
 
 _log = logging.getLogger(__name__)
+
+# DescribeNodegroup for the managed node groups asked (the reader's, which remembers the answers)
+ManagedLookup = Callable[[Sequence[NodegroupRef]], Mapping[NodegroupRef, ManagedNodegroup]]
 
 
 @dataclass(frozen=True)
@@ -302,13 +306,15 @@ def discover_node_groups(
     described: Described | None = None,
     facts: FactCache | None = None,
     launched: Mapping[str, Ec2Facts] | None = None,
+    managed: ManagedLookup | None = None,
 ) -> tuple[NodeGroup, ...]:
     """Every node group the config names, fully described, sorted by name.
 
     Asks AWS only what the ASG descriptions (`described`, else read now) and the cluster (`view`) do
     not already say: launch templates and instance types for groups without a Ready node,
     DescribeInstances for instances without a node that `launched` does not know, and instance
-    refreshes only with `refreshes` (`status`; plan and apply ask per group when it matters).
+    refreshes only with `refreshes` (`status`; plan and apply ask per group when it matters), and
+    `managed` for the EKS managed node groups among the groups without a Ready node.
     Raises UserError for config problems (bad spec, unknown explicit ASG, no credentials) and
     OperationError when AWS still fails after botocore's retries.
     """
@@ -323,14 +329,26 @@ def discover_node_groups(
         for asg in asgs:
             if asg["AutoScalingGroupName"] not in launches:
                 launches[asg["AutoScalingGroupName"]] = described_types(asg)
-        known_types = describe_instance_types(
-            ec2, {t for asg in templated for t in launches[asg["AutoScalingGroupName"]].instance_types}, facts
-        )
+        # a group whose overrides carry weights other than 1: every override's size, to count its
+        # new nodes in capacity units as AWS counts desired (planning/capacity_units.py)
+        weighted = [
+            launches[f.name]
+            for f in described.found
+            if any(w != 1 for w in launches[f.name].weights.values())
+        ]
+        wanted_types = {t for asg in templated for t in launches[asg["AutoScalingGroupName"]].instance_types}
+        wanted_types.update(t for launch in weighted for t in launch.instance_types)
+        known_types = describe_instance_types(ec2, wanted_types, facts)
         known = launched or {}
         ec2_facts = dict(known)
         ec2_facts.update(
             fetch_instances(ec2, (i for i in unregistered_ids(described, view) if i not in known))
         )
+        refs = {
+            f.name: nodegroup_ref(asg_tags(f.asg)) for f in described.found if needs_template(f.asg, view)
+        }
+        wanted = [ref for ref in refs.values() if ref is not None]
+        nodegroups = managed(wanted) if managed is not None and wanted else {}
         refreshing = RefreshChecker(autoscaling)
         region = str(ec2.meta.region_name or "")
         return tuple(
@@ -346,6 +364,7 @@ def discover_node_groups(
                 settings=config.node_templates,
                 templated=needs_template(f.asg, view),
                 cluster=config.cluster,
+                managed=nodegroups.get(ref) if (ref := refs.get(f.name)) is not None else None,
             )
             for f in described.found
         )

@@ -19,7 +19,8 @@ from botocore.parsers import ResponseParserError
 from reconciler.aws.clients import is_aws_endpoint
 from reconciler.aws.instance_types import InstanceTypeInfo
 from reconciler.aws.launch import LaunchTypes
-from reconciler.aws.templates import build_template, parse_template_tags
+from reconciler.aws.managed_nodegroups import ManagedNodegroup, merged_tags
+from reconciler.aws.templates import build_template, override_allocatable, parse_template_tags
 from reconciler.config.settings import NodeTemplatesConfig
 from reconciler.domain.model import Instance, NodeGroup
 
@@ -161,6 +162,15 @@ def instances_of(asg: AutoScalingGroupTypeDef, ec2_facts: Mapping[str, Ec2Facts]
     return tuple(instances)
 
 
+def spot_share(asg: AutoScalingGroupTypeDef) -> float:
+    """The share of capacity above the on-demand base that a mixed-instances group buys as spot."""
+    policy = asg.get("MixedInstancesPolicy")
+    if not policy:
+        return 0.0
+    on_demand = policy.get("InstancesDistribution", {}).get("OnDemandPercentageAboveBaseCapacity", 100)
+    return max(0.0, min(1.0, (100 - int(on_demand)) / 100))
+
+
 def build_node_group(
     asg: AutoScalingGroupTypeDef,
     spec: ExplicitSpec | None,
@@ -174,13 +184,19 @@ def build_node_group(
     settings: NodeTemplatesConfig,
     templated: bool = True,
     cluster: str = "",
+    managed: ManagedNodegroup | None = None,
 ) -> NodeGroup:
     """Pure: everything described about one ASG, folded into the domain's NodeGroup."""
     name = asg["AutoScalingGroupName"]
     tags = asg_tags(asg)
     zones = tuple(sorted(asg.get("AvailabilityZones", [])))
-    template_tags = parse_template_tags(name, tags)
-    warnings = [*launch.warnings, *template_tags.warnings]
+    declared = parse_template_tags(name, tags)
+    warnings = [*launch.warnings, *declared.warnings]
+    template_tags = declared
+    if managed is not None and managed.error:
+        warnings.append(f"asg {name}: EKS managed node group labels and taints unknown: {managed.error}")
+    elif managed is not None:
+        template_tags = merged_tags(declared, managed)
     if spec is not None:
         warnings[:0] = bounds_warnings(spec, asg["MinSize"], asg["MaxSize"]) + cluster_tag_warning(
             name, tags, cluster
@@ -210,6 +226,8 @@ def build_node_group(
         has_scaling_policies=has_policies,
         has_instance_refresh=has_refresh,
         instance_weights=dict(launch.weights),
+        spot_share=spot_share(asg),
+        type_allocatable=override_allocatable(launch, known_types, template_tags, settings),
         instance_types=launch.instance_types,
         asg_min_size=asg["MinSize"],
         asg_max_size=asg["MaxSize"],
@@ -217,7 +235,7 @@ def build_node_group(
         options=template_tags.options,
         template=template,
         template_error=template_error,
-        declared_labels=dict(template_tags.labels),
-        declared_taints=template_tags.taints,
+        declared_labels=dict(declared.labels),
+        declared_taints=declared.taints,
         warnings=tuple(warnings),
     )

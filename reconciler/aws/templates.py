@@ -10,11 +10,12 @@ A tag we cannot read is a warning naming the ASG and the tag; it never stops the
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from reconciler.aws.allocatable import node_resources
 from reconciler.aws.instance_types import InstanceTypeInfo
+from reconciler.aws.launch import LaunchTypes
 from reconciler.config.settings import NodeTemplatesConfig
 from reconciler.domain.durations import parse_duration
 from reconciler.domain.model import (
@@ -24,6 +25,7 @@ from reconciler.domain.model import (
     HOSTNAME_LABEL,
     INSTANCE_TYPE_LABEL,
     LEGACY_ZONE_LABEL,
+    MEMORY,
     OS_LABEL,
     PODS,
     REGION_LABEL,
@@ -224,12 +226,48 @@ def build_template(
     tags: TemplateTags,
     settings: NodeTemplatesConfig,
 ) -> TemplateResult:
-    """The template for the first instance type EC2 knows; tag labels, taints and resources on top."""
-    info = next((known_types[name] for name in instance_types if name in known_types), None)
-    if info is None:
+    """The template for the instance types EC2 knows; tag labels, taints and resources on top.
+
+    One type: that type. Several (a mixed-instances policy): AWS may launch any of them, so the
+    template offers, resource by resource, the least any of them offers (CPU, memory, pods, GPUs):
+    a count of such nodes holds the pods whichever types AWS launches. cluster-autoscaler takes the
+    first override instead (its issue #9568), which over-promises when a later one is smaller. The
+    labels are those of the smallest type (by CPU, then memory); the source names every type.
+    """
+    infos = [known_types[name] for name in dict.fromkeys(instance_types) if name in known_types]
+    if not infos:
         listed = ", ".join(instance_types) if instance_types else "none"
         return TemplateResult(None, f"asg {asg_name}: no known EC2 instance type (launches: {listed})")
     zone = template_zone(zones)
+    offers = [_resources(info, tags, settings) for info in infos]
+    smallest_index = min(range(len(infos)), key=lambda i: (offers[i][0].get(CPU), offers[i][0].get(MEMORY)))
+    info = infos[smallest_index]
+    capacity, allocatable = offers[smallest_index]
+    if len(infos) > 1:
+        capacity = _least(o[0] for o in offers)
+        allocatable = _least(o[1] for o in offers)
+    labels = standard_labels(asg_name, info, region or zone[:-1], zone)
+    labels.update(tags.labels)
+    source = (
+        f"asg {asg_name} ({info.name})"
+        if len(infos) == 1
+        else f"asg {asg_name} (the least of {', '.join(i.name for i in infos)}: any of them may launch)"
+    )
+    template = NodeTemplate(
+        instance_type=info.name,
+        labels=labels,
+        taints=tags.taints,
+        capacity=capacity,
+        allocatable=allocatable,
+        source=source,
+    )
+    return TemplateResult(template)
+
+
+def _resources(
+    info: InstanceTypeInfo, tags: TemplateTags, settings: NodeTemplatesConfig
+) -> tuple[Resources, Resources]:
+    """Capacity and allocatable of one node of `info`, with the tags' resources over them."""
     computed = node_resources(
         info.vcpus, info.memory_mib, info.max_enis, info.ipv4_per_eni, settings, pods=tags.resources.get(PODS)
     )
@@ -238,19 +276,31 @@ def build_template(
     if gpu_resource and info.gpu_count:
         extra[gpu_resource] = info.gpu_count
     extra.update(tags.resources)
-    capacity = _override(computed.capacity, extra)
-    allocatable = _override(computed.allocatable, extra)
-    labels = standard_labels(asg_name, info, region or zone[:-1], zone)
-    labels.update(tags.labels)
-    template = NodeTemplate(
-        instance_type=info.name,
-        labels=labels,
-        taints=tags.taints,
-        capacity=capacity,
-        allocatable=allocatable,
-        source=f"asg {asg_name} ({info.name})",
-    )
-    return TemplateResult(template)
+    return _override(computed.capacity, extra), _override(computed.allocatable, extra)
+
+
+def override_allocatable(
+    launch: LaunchTypes,
+    known_types: Mapping[str, InstanceTypeInfo],
+    tags: TemplateTags,
+    settings: NodeTemplatesConfig,
+) -> dict[str, Resources]:
+    """Allocatable of one node of each override type, for groups with a WeightedCapacity other than
+    1 only (the planner turns nodes into capacity units with it); a type EC2 does not know is absent."""
+    if all(w == 1 for w in launch.weights.values()):
+        return {}
+    return {
+        name: _resources(known_types[name], tags, settings)[1]
+        for name in launch.instance_types
+        if name in known_types
+    }
+
+
+def _least(offers: Iterable[Resources]) -> Resources:
+    """Resource by resource, the least any offer has (a resource one of them lacks is absent)."""
+    listed = list(offers)
+    names = set.intersection(*(set(r.values) for r in listed))
+    return Resources({name: min(r.values[name] for r in listed) for name in sorted(names)})
 
 
 def _override(base: Resources, values: Mapping[str, int]) -> Resources:

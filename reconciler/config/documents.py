@@ -32,6 +32,7 @@ from ruamel.yaml.scanner import RoundTripScanner, Scanner
 
 from reconciler.domain.errors import UserError
 
+MAX_DOCUMENT_BYTES = 1024 * 1024  # a config or a manifest (docs/configuration.md, docs/manifest.md)
 MAX_DEPTH = 100  # nested mappings/sequences; a manifest needs 4, a config 5, a kubectl object ~20
 _NO_ANCHORS = (
     "YAML anchors and aliases are refused, so a small file cannot expand to millions of values "
@@ -70,14 +71,50 @@ def read_yaml(path: Path, label: str | None = None) -> Any:
     """Round-trip load (keeps line numbers); a missing file or bad YAML is a UserError."""
     label = label or str(path)
     try:
-        data = path.read_bytes()
+        data = read_bounded(path, label)
     except FileNotFoundError:
         raise UserError(
             f"{label}: file not found (pass --config FILE or set ASG_RECONCILER_CONFIG)"
         ) from None
-    except OSError as exc:
-        raise UserError(f"{label}: cannot read: {exc.strerror}") from None
     return parse_yaml(decode_utf8(data, label), label)
+
+
+def read_bounded(path: Path, label: str) -> bytes:
+    """A config's or a manifest's bytes, refused before reading when the file is not a regular one
+    (a FIFO would block for ever) or is over MAX_DOCUMENT_BYTES; FileNotFoundError is left to the
+    caller, who knows what to suggest. Any other OSError is a UserError."""
+    try:
+        size = path.stat().st_size
+        if path.is_dir():
+            raise UserError(f"{label}: is a directory, not a YAML file (name the file itself)")
+        if not path.is_file():
+            raise UserError(f"{label}: not a regular file (a FIFO, socket or device); name a YAML file")
+        too_big(size, label)
+        with path.open("rb") as file:
+            data = file.read(MAX_DOCUMENT_BYTES + 1)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise UserError(f"{label}: cannot read: {exc.strerror or type(exc).__name__}") from None
+    too_big(len(data), label)  # it grew since stat
+    return data
+
+
+def too_big(size: int, label: str) -> None:
+    """A config or manifest over MAX_DOCUMENT_BYTES is a UserError before any parsing: the
+    round-trip parser reads about 60 KB a second, so 89 MB took minutes to refuse."""
+    if size > MAX_DOCUMENT_BYTES:
+        raise UserError(
+            f"{label}: {size:,} bytes, more than the {MAX_DOCUMENT_BYTES:,} (1 MiB) a config or manifest "
+            "may have (a manifest of 1,000 groups is about 150 KB): check that it is the file meant "
+            "(--config, git.path), or restore it from its Git history"
+        )
+
+
+def text_too_big(text: str, label: str) -> None:
+    """`too_big` for a text already in memory (a manifest read from Git)."""
+    if len(text) * 4 > MAX_DOCUMENT_BYTES:  # UTF-8 takes at most 4 bytes a character
+        too_big(len(text.encode("utf-8", errors="surrogatepass")), label)
 
 
 def decode_utf8(data: bytes, label: str, then: str = "") -> str:
@@ -162,6 +199,7 @@ def parse_yaml(text: str, label: str, loader: YAML | None = None, first_line: in
     problem, a refused anchor or depth included, is one UserError line `label:line: ...`.
     `first_line`: the 0-based line of the file `text` starts on (a document of a `---` stream), so
     that the lines in messages and in the round-trip document are the file's."""
+    conflict_markers(text, label, first_line)
     yaml = loader or yaml_loader()
     guarded = yaml.Scanner in (_GuardedScanner, _GuardedRoundTripScanner)
     if yaml.Composer is not _GuardedComposer or not guarded:
@@ -173,6 +211,24 @@ def parse_yaml(text: str, label: str, loader: YAML | None = None, first_line: in
     if first_line:
         _shift_lines(document, first_line)
     return document
+
+
+_CONFLICT_START = re.compile(r"^<{7}(?: .*)?$", re.MULTILINE)
+_CONFLICT_REST = re.compile(r"^(?:={7}|>{7}(?: .*)?|\|{7}(?: .*)?)$", re.MULTILINE)
+
+
+def conflict_markers(text: str, label: str, first_line: int = 0) -> None:
+    """A merge's unresolved conflict (`<<<<<<<`, `=======`, `>>>>>>>` at the start of lines) is a
+    UserError naming it, the line and the fix: as YAML it reads as "not valid YAML" at some line
+    near it, which sends a person looking for a typo. Linear in the text (two regex scans)."""
+    start = _CONFLICT_START.search(text)
+    if start is None or _CONFLICT_REST.search(text, start.end()) is None:
+        return
+    line = text.count("\n", 0, start.start()) + 1 + first_line
+    raise UserError(
+        f"unresolved merge conflict in {label} line {line} (the <<<<<<< ======= >>>>>>> markers a "
+        "merge leaves): keep one side, delete the three marker lines, and commit the file"
+    )
 
 
 def _shift_lines(node: Any, offset: int) -> None:

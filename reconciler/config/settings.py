@@ -7,6 +7,7 @@ timedelta, `min:max` ranges to ints) so nothing downstream parses strings.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -32,6 +33,10 @@ class NodeGroupsConfig:
 class ExpanderOptions:
     priorities: tuple[tuple[int, tuple[str, ...]], ...] = ()  # highest priority first
     random_seed: int = 0
+    # the price expander and the plan's cost (planning/pricing.py): USD per hour by instance type
+    prices: Mapping[str, float] = field(default_factory=dict)  # on-demand, over the shipped table
+    spot_prices: Mapping[str, float] = field(default_factory=dict)  # spot, over the discount
+    spot_discount: float = 0.6  # spot priced at on-demand x (1 - discount) where no spot price is given
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,9 @@ class ScaleUpConfig:
     balance_similar_node_groups: bool = False
     initial_backoff: timedelta = timedelta(minutes=5)
     max_backoff: timedelta = timedelta(minutes=30)
+    # a group with no failure for this long starts its next backoff at initial_backoff again (CA's
+    # --node-group-backoff-reset-timeout)
+    backoff_reset_timeout: timedelta = timedelta(hours=3)
 
 
 @dataclass(frozen=True)
@@ -154,6 +162,8 @@ class KubernetesConfig:
     request_timeout: timedelta = timedelta(seconds=30)  # every API call, connect and read
     autoscaler_lease: str = "cluster-autoscaler"  # cluster-autoscaler's --lease-resource-name
     autoscaler_status: str = "cluster-autoscaler-status"  # its --status-config-map-name
+    # where it may run (its --namespace): only there is a Lease or status ConfigMap evidence of it
+    autoscaler_namespaces: tuple[str, ...] = ("kube-system",)
 
 
 @dataclass(frozen=True)
@@ -361,7 +371,13 @@ def _build(data: dict[str, Any], label: str, document: Any = None) -> Config:
             tuple(data["nodeGroups"]["autoDiscovery"]), tuple(data["nodeGroups"]["explicit"])
         ),
         expander=expander,
-        expander_options=ExpanderOptions(tuple(priorities), data["expanderOptions"]["randomSeed"]),
+        expander_options=ExpanderOptions(
+            tuple(priorities),
+            data["expanderOptions"]["randomSeed"],
+            prices=dict(data["expanderOptions"]["prices"]),
+            spot_prices=dict(data["expanderOptions"]["spotPrices"]),
+            spot_discount=data["expanderOptions"]["spotDiscount"],
+        ),
         scale_up=ScaleUpConfig(
             max_step=su["maxStep"],
             max_node_provision_time=_duration(su["maxNodeProvisionTime"]),
@@ -371,6 +387,7 @@ def _build(data: dict[str, Any], label: str, document: Any = None) -> Config:
             balance_similar_node_groups=su["balanceSimilarNodeGroups"],
             initial_backoff=_duration(su["initialBackoff"]),
             max_backoff=_duration(su["maxBackoff"]),
+            backoff_reset_timeout=_duration(su["backoffResetTimeout"]),
         ),
         scale_down=ScaleDownConfig(
             enabled=sd["enabled"],
@@ -449,6 +466,7 @@ def _build(data: dict[str, Any], label: str, document: Any = None) -> Config:
             _duration(kube["requestTimeout"]),
             kube["clusterAutoscaler"]["leaseName"],
             kube["clusterAutoscaler"]["statusConfigMapName"],
+            tuple(kube["clusterAutoscaler"]["namespaces"]),
         ),
         node_templates=NodeTemplatesConfig(
             vm_memory_overhead_percent=nt["vmMemoryOverheadPercent"],

@@ -222,10 +222,27 @@ def _record_key(workdir: Path) -> Path:
     return path
 
 
+def _settle(kube: FakeKubeAPI, instances: dict[str, list[tuple[str, str]]]) -> list[dict[str, Any]]:
+    """Move the fake API an hour on (`_settled`: the launched instances registered and idle, the
+    batch jobs done) and return its objects, so that what the hand-over suggests next, a scale-down
+    to propose, approve and apply, is there on the live cluster as in quiet.yaml."""
+    settled = _settled(kube, instances)
+    live = {n["metadata"]["name"] for n in kube.objects("Node")}
+    kube.put_many(o for o in settled if o.get("kind") == "Node" and o["metadata"]["name"] not in live)
+    for pod in kube.objects("Pod"):
+        if any(o.get("kind") == "Job" for o in pod["metadata"].get("ownerReferences") or []):
+            kube.delete_object("Pod", pod["metadata"]["namespace"], pod["metadata"]["name"])
+    return settled
+
+
 def _hand_over(echo: Echo, workdir: Path, endpoint: str) -> None:
-    """What a person needs to go on from where the demo stopped, in another shell."""
+    """What a person can do next from where the demo stopped, in another shell, in order: the
+    walkthrough's own proposal is applied, so the next step is the scale-down that follows its
+    scale-up (the cluster has moved an hour on: `_settle`), proposed, approved and applied."""
     config = workdir / "asg-reconciler.yaml"
+    remote = workdir / "capacity.git"
     echo("\n# Your turn: the files stay in " + str(workdir) + "; AWS and Kubernetes serve until Ctrl-C.")
+    echo("# An hour has passed: the batch jobs are done and the nodes the scale-up launched are idle.")
     echo("# In another shell:")
     echo(f'export PATH="{Path(sys.executable).parent}:$PATH"   # where asg-reconciler is installed')
     echo(
@@ -233,19 +250,25 @@ def _hand_over(echo: Echo, workdir: Path, endpoint: str) -> None:
         f"AWS_SECRET_ACCESS_KEY=demo-secret-not-real AWS_DEFAULT_REGION={REGION}"
     )
     echo(f"asg-reconciler status --config {config}")
-    echo(f"asg-reconciler plan --dry-run --config {config}")
-    echo(f"asg-reconciler apply --dry-run --config {config}")
+    echo(f"asg-reconciler plan --dry-run --config {config}   # the idle nodes, proposed for removal by name")
+    echo(f"asg-reconciler plan --config {config}   # the proposal branch (a pull request with a forge)")
     reviewer = workdir / "reviewer.gitconfig"
     if reviewer.exists():
         echo(f"GIT_CONFIG_GLOBAL={reviewer} asg-reconciler approve scale-down --config {config}")
+    else:  # approval.mode protected-branch: a merge pushed to main is the approval
+        clone = workdir / "reviewer-2"
+        echo(
+            f"git clone --quiet {remote} {clone} && git -C {clone} -c user.name='Demo Reviewer' -c "
+            f"user.email=reviewer@example.com merge --no-ff -m 'Merge scale-down proposal' "
+            f"origin/{PROPOSAL} && git -C {clone} push --quiet origin main   # the approval"
+        )
+    echo(f"asg-reconciler apply --dry-run --config {config}")
+    echo(f"asg-reconciler apply --config {config}   # drains and terminates exactly the approved instances")
     echo(f"asg-reconciler history --config {config}")
-    quiet = workdir / "quiet.yaml"
-    echo(
-        f"asg-reconciler plan --dry-run --snapshot {quiet} --config {config}   "
-        "# an hour later: jobs done, new nodes idle: a scale-down"
-    )
+    busy = workdir / "busy.yaml"
+    echo(f"asg-reconciler plan --dry-run --snapshot {busy} --config {config}   # from a kubectl dump")
     echo(f"asg-reconciler run --config {config}   # the loop: plans as pods go pending (Ctrl-C stops it)")
-    echo(f"git -C {workdir / 'capacity.git'} log --oneline --all")
+    echo(f"git -C {remote} log --oneline --all")
 
 
 def run_demo(
@@ -324,6 +347,6 @@ def run_demo(
         demo.say("7. The audit trail: the plan's commits and apply's records, from one git log")
         demo.run("history", *args)
         if keep is not None:
-            _write(workdir / "quiet.yaml", _settled(kube, group_instances()))
+            _write(workdir / "quiet.yaml", _settle(kube, group_instances()))
             _hand_over(echo, workdir, endpoint)
             wait()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reconciler.domain.errors import OperationError
+from reconciler.domain.errors import OperationError, UserError
 
 
 class GitError(OperationError):
@@ -15,3 +15,8 @@ class ForgeError(OperationError):
     """The forge's API (GitHub) failed or could not be reached."""
 
     edge = "forge"
+
+
+class WorkDirError(UserError):
+    """`git.workDir` cannot be made or written: the deployment's to fix, so every command (`status`
+    too, which otherwise shows a Git failure as a warning) stops on it with exit 2."""

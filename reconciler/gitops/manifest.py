@@ -19,7 +19,7 @@ from typing import Any
 
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
-from reconciler.config.documents import Problem, check, parse_yaml
+from reconciler.config.documents import Problem, check, parse_yaml, text_too_big
 from reconciler.domain.errors import UserError
 from reconciler.domain.model import CPU, EPHEMERAL_STORAGE, MEMORY, Resources
 from reconciler.domain.quantity import QuantityError, int_value, milli_value, parse_quantity
@@ -83,6 +83,7 @@ class Manifest:
 def manifest_problems(text: str, label: str) -> list[Problem]:
     """Every schema and semantic problem of a manifest text (empty when it is fine)."""
     try:
+        text_too_big(text, label)
         document = parse_yaml(text, label)
     except UserError as exc:
         return [problem_from_error(exc, label)]
@@ -104,12 +105,25 @@ def document_problems(document: Any, label: str) -> list[Problem]:
 
 def parse_manifest(text: str, label: str) -> Manifest:
     """The read model of a valid manifest; any problem is a UserError naming the line and the fix."""
+    text_too_big(text, label)
     document = parse_yaml(text, label)
     problems = document_problems(document, label)
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise UserError(str(problems[0]) + more)
     return from_document(document, label)
+
+
+def for_cluster(manifest: Manifest, cluster: str, config_label: str) -> Manifest:
+    """`manifest`, refused when it is another cluster's: a copied file or a `git.path` pointing at
+    another cluster's manifest would otherwise have this cluster's ASGs sized by that one's."""
+    if manifest.cluster != cluster:
+        raise UserError(
+            f"{manifest.source}: cluster: {manifest.cluster!r}, but {config_label} says cluster: "
+            f"{cluster!r}; point git.path at this cluster's manifest (default capacity/<cluster>.yaml), "
+            "or correct the manifest's cluster if the file is this cluster's"
+        )
+    return manifest
 
 
 def from_document(document: CommentedMap, label: str = "") -> Manifest:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import git
 from gitdb import IStream  # type: ignore[import-untyped]
@@ -41,7 +41,7 @@ from reconciler.config.documents import decode_utf8
 from reconciler.config.settings import GitConfig
 from reconciler.domain.backoff import FULL_JITTER, Backoff
 from reconciler.domain.errors import OperationError, UserError
-from reconciler.gitops.errors import GitError
+from reconciler.gitops.errors import GitError, WorkDirError
 
 REMOTE = "origin"
 _MARKER = "asg-reconciler-workdir"
@@ -659,6 +659,25 @@ class WorkingCopy:
         for scratch in git_dir.glob("index-*"):
             shutil.rmtree(scratch, ignore_errors=True)
 
+    def _open_lock(self) -> IO[str]:
+        """The work dir's lock file, opened for appending (the work dir made as needed). A work dir
+        that cannot be made or written (a read-only root filesystem, a file in its place) is the
+        config's to fix: a UserError naming git.workDir, never an OSError."""
+        fix = (
+            "set git.workDir to a writable directory (in a pod with readOnlyRootFilesystem, mount an "
+            "emptyDir there, or set XDG_CACHE_HOME to one for the default)"
+        )
+        if self.path.exists() and not self.path.is_dir():
+            raise WorkDirError(
+                f"git.workDir: {self.path}: cannot write there (it is a file, not a directory); {fix}"
+            )
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            return open(self.path / _LOCK, "a")
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            raise WorkDirError(f"git.workDir: {self.path}: cannot write there ({reason}); {fix}") from None
+
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         """Serialise runs sharing this work dir (a stale git lock is then safe to remove)."""
@@ -669,8 +688,7 @@ class WorkingCopy:
             finally:
                 self._lock_depth -= 1
             return
-        self.path.mkdir(parents=True, exist_ok=True)
-        lock = open(self.path / _LOCK, "a")  # noqa: SIM115 - held across the block
+        lock = self._open_lock()
         try:
             fcntl.flock(lock, fcntl.LOCK_EX)
             self._lock_depth = 1

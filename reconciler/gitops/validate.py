@@ -15,7 +15,14 @@ from typing import Any
 
 import git
 
-from reconciler.config.documents import Problem, check, decode_utf8, parse_yaml
+from reconciler.config.documents import (
+    Problem,
+    check,
+    decode_utf8,
+    parse_yaml,
+    read_bounded,
+    text_too_big,
+)
 from reconciler.config.settings import config_from_document
 from reconciler.domain.errors import UserError
 from reconciler.gitops.manifest import (
@@ -46,9 +53,9 @@ def validate_files(paths: Sequence[Path], previous: PreviousText | None = None) 
     for path in paths:
         label = str(path)
         try:
-            document = parse_yaml(decode_utf8(Path(path).read_bytes(), label), label)
-        except OSError as exc:
-            errors.append(Problem(label, None, "", f"cannot read: {exc.strerror}"))
+            document = parse_yaml(decode_utf8(read_bounded(Path(path), label), label), label)
+        except FileNotFoundError:
+            errors.append(Problem(label, None, "", "cannot read: No such file or directory"))
             continue
         except UserError as exc:
             errors.append(problem_from_error(exc, label))
@@ -88,6 +95,7 @@ def _mirror_warnings(document: Any, label: str, previous_text: str | None) -> li
     if previous_text is None:
         return []
     try:
+        text_too_big(previous_text, f"{label} (previous)")
         before = parse_yaml(previous_text, f"{label} (previous)")
     except UserError:
         return []

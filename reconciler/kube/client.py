@@ -14,6 +14,7 @@ import contextlib
 import logging
 import os
 import shutil
+import stat
 from collections.abc import Iterator
 from types import TracebackType
 from typing import Any, Self
@@ -25,6 +26,7 @@ from kubernetes import config as k8s_config
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.config.kube_config import KUBE_CONFIG_DEFAULT_LOCATION, KubeConfigMerger
 
+from reconciler.config.documents import decode_utf8
 from reconciler.config.settings import Config, KubernetesConfig
 from reconciler.domain.errors import UserError
 from reconciler.kube.retry import timed_out
@@ -83,6 +85,7 @@ def api_client(settings: KubernetesConfig, *, parallel: int = 1) -> k8s.ApiClien
         if not settings.kubeconfig and "KUBERNETES_SERVICE_HOST" in os.environ:
             k8s_config.load_incluster_config(client_configuration=configuration)
         else:
+            _check_readable(settings)
             _check_exec_plugin(settings, where)
             with _plugin_failures() as failures:
                 k8s_config.load_kube_config(
@@ -107,6 +110,40 @@ def api_client(settings: KubernetesConfig, *, parallel: int = 1) -> k8s.ApiClien
     configuration.retries = _Retry(URLLIB3_RETRIES)
     configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize, parallel + 4)
     return TimedApiClient(configuration, settings.request_timeout.total_seconds())
+
+
+def _check_readable(settings: KubernetesConfig) -> None:
+    """Each kubeconfig the loader would open is a readable regular UTF-8 file, or a UserError naming
+    it and the fix: the loader itself raises IsADirectoryError, PermissionError or UnicodeDecodeError
+    (a traceback), and a FIFO blocks its open() until a writer comes, for ever."""
+    if settings.kubeconfig:
+        field, paths = "kubernetes.kubeconfig", [settings.kubeconfig]
+    elif os.environ.get("KUBECONFIG"):
+        field, paths = "KUBECONFIG", [p for p in os.environ["KUBECONFIG"].split(os.pathsep) if p]
+    else:
+        field, paths = "kubeconfig", [KUBE_CONFIG_DEFAULT_LOCATION]
+    fix = f"point {'kubernetes.kubeconfig' if field == 'kubeconfig' else field} at the kubeconfig file"
+    for given in paths:
+        path = os.path.expanduser(given)
+        try:
+            status = os.stat(path)
+        except FileNotFoundError:
+            continue  # the loader says which file is missing, or moves on to the next of KUBECONFIG
+        except OSError as exc:
+            raise UserError(f"{field}: {given}: cannot read it ({exc.strerror}); {fix}") from None
+        if stat.S_ISDIR(status.st_mode):
+            raise UserError(f"{field}: {given}: is a directory, not a kubeconfig; {fix}")
+        if not stat.S_ISREG(status.st_mode):
+            raise UserError(f"{field}: {given}: not a regular file (a FIFO, socket or device); {fix}")
+        try:
+            with open(path, "rb") as file:
+                data = file.read()
+        except OSError as exc:
+            raise UserError(
+                f"{field}: {given}: cannot read it ({exc.strerror}); make it readable by this user "
+                f"(uid {os.getuid()}) or {fix}"
+            ) from None
+        decode_utf8(data, f"{field}: {given}")
 
 
 def _check_exec_plugin(settings: KubernetesConfig, where: str) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
 import tenacity
@@ -89,4 +90,30 @@ def with_retries(
         sleep=sleep,
         reraise=True,
     )
-    return retrying(call)
+    began = time.monotonic()
+    try:
+        return retrying(call)
+    except Exception as exc:
+        if timed_out(exc):
+            tries = int(retrying.statistics.get("attempt_number", 1))
+            setattr(exc, _SPENT, Spent(tries, time.monotonic() - began))  # on urllib3's own exception
+        raise
+
+
+_SPENT = "_asg_reconciler_spent"
+
+
+@dataclass(frozen=True)
+class Spent:
+    """What a call that timed out cost in all: its tries and the seconds from the first to the end,
+    so the message states the real bound, not one try's timeout."""
+
+    tries: int
+    seconds: float
+
+
+def spent(exc: BaseException) -> Spent | None:
+    """The tries and time `with_retries` spent before `exc`, a timeout; None if it did not come
+    through it."""
+    found = getattr(exc, _SPENT, None)
+    return found if isinstance(found, Spent) else None

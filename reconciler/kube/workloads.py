@@ -29,7 +29,7 @@ from reconciler.domain.model import ClusterState, LabelSelector, OwnerRef, Pod, 
 from reconciler.domain.quantity import format_bytes, format_cpu
 from reconciler.kube.manifest_files import InputBudget, Source, documents, line_of, manifest_files
 from reconciler.kube.names import names_problem, object_name_problem
-from reconciler.kube.parse import ObjectReader, label_selector
+from reconciler.kube.parse import UNREADABLE, ObjectReader, label_selector
 from reconciler.kube.workload_schema import dotted, schema_problem, schema_version
 from reconciler.kube.workload_shape import shape_problem
 
@@ -355,16 +355,14 @@ def _probe(workload: Workload, where: str) -> None:
     """Read one pod of the template now, so a bad quantity is a mistake in this file, found before
     the cluster is asked anything, not a failure halfway through the plan."""
     reader = ObjectReader()
-    prefix = f"pod {workload.namespace}/{workload.name}: "
-    try:
+    try:  # the pod first: its errors name the field from the pod's spec down
+        reader.pod(pod_object(workload, workload.name, priority=0))
         if workload.kind == DAEMON_SET:
             reader.daemonset(daemonset_object(workload))
-        reader.pod(pod_object(workload, workload.name, priority=0))
-    except UserError as exc:
-        message = str(exc).removeprefix(prefix)
-        message = message.removeprefix(f"daemonset {workload.namespace}/{workload.name}: ")
-        path = "spec" if workload.kind == POD else "spec.template"
-        raise UserError(f"{where}: {path}: {message}") from None
+    except UNREADABLE as exc:
+        message = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
+        path = "" if workload.kind == POD or not message.startswith("spec.") else "spec.template."
+        raise UserError(f"{where}: {path}{message}") from None
 
 
 def _count(spec: Mapping[str, Any], key: str, where: str, default: int | None) -> int | None:

@@ -298,7 +298,7 @@ def _apply(
     label = f"{target[:12]}:{config.manifest_path}"
     manifest_at = manifests_reader(copy, config)
 
-    manifest = read_manifest(copy.read_file(config.manifest_path, target), label)
+    manifest = read_manifest(copy.read_file(config.manifest_path, target), label, config)
     if manifest is None:
         raise UserError(f"{label}: no manifest at the commit to apply (run plan first)")
     gate = GateAt(config, copy, manifest)

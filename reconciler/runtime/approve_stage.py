@@ -13,7 +13,7 @@ from reconciler.config.settings import Config
 from reconciler.domain.errors import UserError
 from reconciler.domain.verdict import Verdict
 from reconciler.gitops.approve import approve
-from reconciler.gitops.manifest import parse_manifest
+from reconciler.gitops.manifest import for_cluster, parse_manifest
 
 
 def proposal_branch_name(config: Config, proposal: str) -> str:
@@ -39,13 +39,14 @@ def approve_once(config: Config, proposal: str, expected_head: str | None) -> st
         config.git.branch,
         expected_head=expected_head,
         verify=verify,
-        manifest=(config.manifest_path, _manifest_problem),
+        manifest=(config.manifest_path, lambda text, label: _manifest_problem(config, text, label)),
     )
 
 
-def _manifest_problem(text: str, label: str) -> str | None:
+def _manifest_problem(config: Config, text: str, label: str) -> str | None:
+    """What makes the merged manifest one apply would refuse (another cluster's included)."""
     try:
-        parse_manifest(text, label)
+        for_cluster(parse_manifest(text, label), config.cluster, f"the config ({config.source or 'config'})")
     except UserError as exc:
         return str(exc)
     return None

@@ -35,7 +35,7 @@ from reconciler.apply.changes import trace_removals
 from reconciler.apply.outcome import ApplyReport
 from reconciler.config.settings import Config
 from reconciler.domain.errors import OperationError, ReconcilerError, UserError
-from reconciler.gitops.manifest import Manifest
+from reconciler.gitops.manifest import Manifest, for_cluster, parse_manifest
 from reconciler.gitops.repo import REMOTE, WorkingCopy
 from reconciler.gitops.validate import validate_files
 from reconciler.runtime.apply_stage import ApplyRun, GateAt, apply_once, manifests_reader, resolve_ref
@@ -133,10 +133,16 @@ def _validate(
         file.write_text(text, encoding="utf-8")
         result = validate_files([file], previous=lambda _: before)
         shown = str(file)
-        return (
-            tuple(str(p).replace(shown, label) for p in result.errors),
-            tuple(str(p).replace(shown, label) for p in result.warnings),
-        )
+        errors = tuple(str(p).replace(shown, label) for p in result.errors)
+        warnings = tuple(str(p).replace(shown, label) for p in result.warnings)
+    if not errors:  # well formed: then it must be this cluster's, as plan, apply and approve insist
+        try:
+            for_cluster(
+                parse_manifest(text, label), config.cluster, f"the config ({config.source or 'config'})"
+            )
+        except UserError as exc:
+            errors = (str(exc),)
+    return errors, warnings
 
 
 def _merge(copy: WorkingCopy, repo: git.Repo, tip: str, sha: str, ref: str, branch: str) -> str:

@@ -6,10 +6,12 @@ first: a broken manifest or an unreachable remote stops the run before anything 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
+from types import MappingProxyType
 
 from reconciler.aws.calls import difference
 from reconciler.aws.discovery import nothing_found
@@ -28,7 +30,7 @@ from reconciler.gitops.adopt import (
     newest_record,
 )
 from reconciler.gitops.forge import make_forge
-from reconciler.gitops.manifest import Manifest, parse_manifest
+from reconciler.gitops.manifest import Manifest, for_cluster, parse_manifest
 from reconciler.gitops.plan_edits import committed_groups, listed_removals
 from reconciler.gitops.publish import Published, proposal_branch, publish
 from reconciler.gitops.record_reading import Records, last_desired, last_scale_up
@@ -39,6 +41,7 @@ from reconciler.planning.plan import make_plan
 from reconciler.planning.types import CommittedGroup, Plan, PlanInputs, PlannerMemory
 from reconciler.runtime.capacity_repo import default_work_dir as default_work_dir
 from reconciler.runtime.capacity_repo import working_copy as working_copy
+from reconciler.runtime.simulate_stage import load_prices
 from reconciler.runtime.world import observe
 
 
@@ -52,9 +55,16 @@ class PlanRun:
     searched: str = ""  # discovery found no group: where it looked (aws/discovery.py nothing_found)
 
 
-def read_manifest(text: str | None, label: str) -> Manifest | None:
-    """The manifest on main; a broken one is a UserError naming the line (nothing gets written)."""
-    return None if text is None else parse_manifest(text, label)
+def read_manifest(text: str | None, label: str, config: Config | None = None) -> Manifest | None:
+    """The manifest on main; a broken one is a UserError naming the line (nothing gets written).
+    With `config`, one of another cluster is refused too (the manifest a stage acts on; commits of
+    the past are read without it, so a mistake mended on main does not stop the gates for ever)."""
+    if text is None:
+        return None
+    manifest = parse_manifest(text, label)
+    if config is None:
+        return manifest
+    return for_cluster(manifest, config.cluster, f"the config ({config.source or 'config'})")
 
 
 def committed_on_main(config: Config) -> tuple[dict[str, CommittedGroup], str, dict[str, int]]:
@@ -64,7 +74,7 @@ def committed_on_main(config: Config) -> tuple[dict[str, CommittedGroup], str, d
     label = f"{config.git.branch}:{config.manifest_path}"
     text = copy.read_file(config.manifest_path, config.git.branch)
     applied = last_desired(read_records(copy, config.git.branch), config.cluster)
-    return committed_groups(read_manifest(text, label)), label, applied
+    return committed_groups(read_manifest(text, label, config)), label, applied
 
 
 def _proposed(copy: WorkingCopy, config: Config) -> frozenset[str]:
@@ -167,7 +177,7 @@ def _plan_once(
     copy = working_copy(config)
     label = f"{config.git.branch}:{config.manifest_path}"
     text = copy.read_file(config.manifest_path, config.git.branch)
-    manifest = read_manifest(text, label)
+    manifest = read_manifest(text, label, config)
     state = load_state(copy, config.cluster)
     records = read_records(copy, config.git.branch)
     memory = PlannerMemory(
@@ -187,7 +197,7 @@ def _plan_once(
         guard()
     adopted_text, adopted = adopt_drift(copy, config, inventory, records, text, dry_run=dry_run)
     if adopted_text != text:  # the planner starts from the adopted values (its baseline, rule 1)
-        text, manifest = adopted_text, read_manifest(adopted_text, label)
+        text, manifest = adopted_text, read_manifest(adopted_text, label, config)
     inputs = PlanInputs(
         inventory=inventory,
         config=config,
@@ -207,7 +217,7 @@ def _plan_once(
     def replan(current: str | None) -> Plan:
         """Main moved: the plan again on its manifest, through the same refresh check (another
         manifest may pick removals in a group nobody asked about)."""
-        fresh = replace(inputs, committed=committed_groups(read_manifest(current, label)))
+        fresh = replace(inputs, committed=committed_groups(read_manifest(current, label, config)))
         return checked_plan(fresh, reader)[1]
 
     forge = make_forge(config.forge, git_url=config.git.url)
@@ -218,12 +228,19 @@ def _plan_once(
     return PlanRun(published.plan, published, inventory=inputs.inventory)
 
 
+@functools.cache
+def _shipped_prices() -> Mapping[str, float]:
+    return MappingProxyType(load_prices(None))
+
+
 def checked_plan(inputs: PlanInputs, reader: AwsReader) -> tuple[PlanInputs, Plan]:
     """The plan, after asking AWS about instance refreshes only for the groups it names instances to
     remove from (one DescribeInstanceRefreshes each, not one per group): a refresh is replacing
     that group's instances, so none is proposed there and the plan is made again without them —
     until every group it removes from has been asked (a plan made again may pick other groups).
     The answers are kept on the inputs (has_instance_refresh), so a group is asked once."""
+    if not inputs.prices:  # the shipped on-demand table: the price expander's and the plan's cost
+        inputs = replace(inputs, prices=_shipped_prices())
     while True:
         plan = planned(inputs)
         unasked = {
@@ -291,7 +308,7 @@ def adopt_drift(
     def edit(current: str | None) -> AdoptionEdit | None:
         if current is None:
             return None
-        tip = committed_groups(read_manifest(current, label))
+        tip = committed_groups(read_manifest(current, label, config))
         chain = copy.first_parent(branch, since=record.commit)  # main's tip first
         older = [*chain[1:], record.commit] if chain else []
 

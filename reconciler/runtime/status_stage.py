@@ -11,10 +11,12 @@ from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
+from reconciler.apply.caps import beyond_bounds
 from reconciler.aws.discovery import nothing_found
 from reconciler.aws.reader import AwsReader
 from reconciler.config.settings import Config
 from reconciler.domain.errors import ReconcilerError, UserError
+from reconciler.gitops.errors import WorkDirError
 from reconciler.gitops.proposal import open_proposal
 from reconciler.kube.client import api_client
 from reconciler.kube.control import Switch
@@ -29,6 +31,8 @@ def status_once(config: Config, snapshot: Path | None, now: datetime) -> StatusR
         try:
             committed, label, applied = committed_on_main(config)
             proposal = _proposal(config)
+        except WorkDirError:
+            raise  # the deployment's to fix, not something Git said: exit 2
         except ReconcilerError as exc:
             error = str(exc)
     reader = AwsReader(config)
@@ -36,7 +40,15 @@ def status_once(config: Config, snapshot: Path | None, now: datetime) -> StatusR
     if not inventory.groups:  # exit 2, as plan: a config that finds no ASG is to be fixed first
         raise UserError(f"{config.source or 'config'}: nodeGroups: {nothing_found(config, reader.region)}")
     report = build_status(
-        config.cluster, inventory, committed, label, error, last_applied=applied, proposal=proposal
+        config.cluster,
+        inventory,
+        committed,
+        label,
+        error,
+        last_applied=applied,
+        proposal=proposal,
+        scale_up=config.scale_up,
+        beyond_bounds=beyond_bounds(config, inventory, committed) if committed is not None else None,
     )
     report = replace(report, aws_calls=reader.counter.snapshot())
     report = replace(report, warnings=report.warnings + inventory.state.warnings)  # what the read missed

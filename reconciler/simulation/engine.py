@@ -231,6 +231,7 @@ class _Run:
             committed=self._committed(),
             memory=self.memory,
             proposed=frozenset(self.proposal.named) if self.proposal is not None else frozenset(),
+            prices=self.settings.prices,
         )
         began = time.perf_counter()
         plan = planner.make_plan(inputs)

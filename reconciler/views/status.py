@@ -7,16 +7,19 @@ applied, and an AWS desired above the manifest (changed outside the tool, or low
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from reconciler.config.settings import ScaleUpConfig
 from reconciler.domain.inventory import GroupInventory, Inventory
 from reconciler.domain.model import CPU, MEMORY
 from reconciler.domain.quantity import format_bytes, format_cpu
-from reconciler.planning.baseline import baseline
-from reconciler.planning.types import CommittedGroup
+from reconciler.planning.baseline import GONE, baseline
+from reconciler.planning.launch_failures import launch_failure
+from reconciler.planning.types import CommittedGroup, LaunchFailure
 from reconciler.views.output import table, to_csv
 
 
@@ -43,6 +46,19 @@ class GroupStatus:
     above_manifest: int = 0  # AWS desired minus what the manifest allows
     held: bool = False
     proposed_removals: tuple[str, ...] = ()  # named by the open scale-down proposal, not approved yet
+    unfilled: int = 0  # desired AWS has no instance for yet
+    launch_failure: LaunchFailure | None = None  # AWS reports it could not launch them
+    backed_off: bool = False  # ... and the group is backed off for it now
+    # instance type -> instances of it the group runs (a mixed-instances group runs several)
+    running_types: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def type_cell(self) -> str:
+        """The template's type, and the spread the group really runs where that says more."""
+        spread = ", ".join(f"{n} {t}" for t, n in sorted(self.running_types.items()))
+        if not spread or list(self.running_types) == [self.instance_type]:
+            return self.instance_type or "?"
+        return f"{self.instance_type or '?'} (runs {spread})"
 
     @property
     def manifest_cell(self) -> str:
@@ -80,11 +96,18 @@ def group_document(g: GroupStatus) -> dict[str, Any]:
         "memoryRequestedBytes": g.memory_requested,
         "memoryAllocatableBytes": g.memory_allocatable,
         "templateSource": g.template_source,
+        "runningInstanceTypes": dict(sorted(g.running_types.items())),
         "unappliedIncrease": g.unapplied_increase,
         "approvedRemovals": list(g.approved_removals),
         "proposedRemovals": list(g.proposed_removals),
         "aboveManifest": g.above_manifest,
         "held": g.held,
+        "unfilledDesired": g.unfilled,
+        "launchFailure": (
+            {**g.launch_failure.to_dict(), "backedOff": g.backed_off}
+            if g.launch_failure is not None
+            else None
+        ),
         "warnings": list(g.warnings),
     }
 
@@ -206,9 +229,14 @@ def build_status(
     *,
     last_applied: Mapping[str, int] | None = None,
     proposal: ProposalStatus | None = None,
+    scale_up: ScaleUpConfig | None = None,
+    beyond_bounds: Mapping[str, str] | None = None,
 ) -> StatusReport:
-    """`committed` is the manifest on main (None when not read: no git.url, or `manifest_error`)."""
+    """`committed` is the manifest on main (None when not read: no git.url, or `manifest_error`);
+    `beyond_bounds`: per group, what apply with this config would refuse of main's raises;
+    `scale_up`: the backoff settings a launch failure is judged with (the plan's own arithmetic)."""
     proposed = proposal.removals if proposal is not None else {}
+    settings = scale_up or ScaleUpConfig()
     groups = []
     for entry in inventory.groups:
         requested_cpu = requested_memory = allocatable_cpu = allocatable_memory = 0
@@ -221,6 +249,8 @@ def build_status(
         template = entry.template
         entry_on_main = committed.get(entry.name) if committed is not None else None
         base = baseline(entry.group, entry_on_main)
+        read_at = inventory.state.read_at
+        failure = launch_failure(entry.group, settings, read_at) if read_at is not None else None
         status = GroupStatus(
             name=entry.name,
             min_size=entry.group.min_size,
@@ -243,8 +273,18 @@ def build_status(
             above_manifest=base.manual_decrease,
             held=base.held,
             proposed_removals=tuple(proposed.get(entry.name, ())),
+            unfilled=entry.group.unfilled,
+            launch_failure=failure,
+            backed_off=failure is not None and (read_at is None or failure.until > read_at),
+            running_types=dict(
+                Counter(
+                    i.instance_type or "?" for i in entry.group.instances if i.lifecycle_state not in GONE
+                )
+            ),
         )
         extra = manifest_warnings(status)
+        if failure is not None:
+            extra.insert(0, _launch_warning(status, failure))
         left = (last_applied or {}).get(entry.name)
         if left is not None and left != status.desired:
             direction = "lowered" if status.desired < left else "raised"
@@ -254,6 +294,8 @@ def build_status(
             )
         if committed is not None and entry_on_main is None:
             extra.append("not in the manifest yet: the next plan writes it")
+        if entry.name in (beyond_bounds or {}):
+            extra.append((beyond_bounds or {})[entry.name])
         groups.append(replace(status, warnings=status.warnings + tuple(extra)))
     warnings = []
     if manifest_error is not None:
@@ -278,6 +320,19 @@ def build_status(
     )
 
 
+def _launch_warning(status: GroupStatus, failure: LaunchFailure) -> str:
+    """What the planner does about it, then AWS's own words."""
+    text = (
+        f"AWS could not launch {failure.unfilled} of desired {status.desired}: {failure.describe()}, "
+        f"{failure.failures} failed attempt(s) since {failure.since:%H:%M}"
+    )
+    if status.backed_off:
+        text += f"; backed off until {failure.until:%H:%M} (scale-ups go to other groups)"
+    else:
+        text += f"; backoff ended at {failure.until:%H:%M}"
+    return text + (f"; AWS says: {failure.last.message}" if failure.last.message else "")
+
+
 def _share(requested: int, allocatable: int) -> str:
     return f"{100 * requested / allocatable:.0f}%" if allocatable else "-"
 
@@ -292,7 +347,7 @@ def render_status_table(report: StatusReport) -> str:
             *((g.manifest_cell,) if compared else ()),
             f"{g.ready}/{g.registered}",
             g.unregistered,
-            g.instance_type or "?",
+            g.type_cell,
             f"{format_cpu(g.cpu_requested)}/{format_cpu(g.cpu_allocatable)} "
             f"({_share(g.cpu_requested, g.cpu_allocatable)})",
             f"{format_bytes(g.memory_requested)}/{format_bytes(g.memory_allocatable)} "

@@ -32,9 +32,11 @@ import pytest
 
 from reconciler.aws import instance_types
 from reconciler.aws.cache import cache_root
+from reconciler.aws.clients import new_session
 from tests.support import k8s_objects as k
 from tests.support.apply_world import TAGS, World, pod
-from tests.support.aws import on_every_session
+from tests.support.aws import REGION, on_every_session
+from tests.support.failing_launches import FailingLaunches
 from tests.support.git import needs_ssh_keygen
 
 pytestmark = needs_ssh_keygen
@@ -106,7 +108,7 @@ def as_stage(
 
 
 def test_each_stage_calls_exactly_what_its_policy_grants(
-    world: World, recorder: Recorder, capsys: pytest.CaptureFixture[str]
+    world: World, recorder: Recorder, capsys: pytest.CaptureFixture[str], failing_launches: FailingLaunches
 ) -> None:
     # A second discovered group launching from a launch configuration (min = max = 0, so the
     # planner never picks it): discovery then reads DescribeLaunchConfigurations too.
@@ -115,6 +117,14 @@ def test_each_stage_calls_exactly_what_its_policy_grants(
     # And one at zero launching from a template: no node to copy, so its template version and
     # instance type are read (a group with a Ready node takes its template from the node).
     world.aws.asg("empty", min_size=0, max_size=0, desired=0, tags=TAGS, launch_template="lt-empty")
+    # And an EKS managed node group at zero: its labels and taints are the node group's (DescribeNodegroup).
+    eks = new_session(REGION).client("eks")
+    eks.create_cluster(name="prod", roleArn="arn:aws:iam::123456789012:role/eks", resourcesVpcConfig={})
+    eks.create_nodegroup(
+        clusterName="prod", nodegroupName="mng", nodeRole="arn:aws:iam::123456789012:role/n", subnets=["s"]
+    )
+    mng_tags = {**TAGS, "eks:cluster-name": "prod", "eks:nodegroup-name": "mng"}
+    world.aws.asg("eks-mng", min_size=0, max_size=0, desired=0, tags=mng_tags, launch_template="lt-mng")
 
     as_stage(world, recorder, capsys, "plan", "plan")  # node-b is idle: a scale-down proposal
     as_stage(world, recorder, capsys, "apply", "apply")  # nothing approved yet on main
@@ -134,6 +144,19 @@ def test_each_stage_calls_exactly_what_its_policy_grants(
     raised = as_stage(world, recorder, capsys, "apply", "apply")
     assert world.desired() > 1 and "raised desired" in raised.out, raised.out
     # The new instances have no node yet: their launch times are read (maxNodeProvisionTime).
+    as_stage(world, recorder, capsys, "plan", "plan", "--dry-run")
+    as_stage(world, recorder, capsys, "apply", "apply")
+    # AWS cannot launch the next raise: desired stays above the instances, so every stage reads the
+    # group's scaling activities (DescribeScalingActivities) to tell a failed launch from a slow one.
+    failing_launches.fail("general")
+    for i in range(2, 4):
+        world.kube.put(
+            k.pod(f"job-{i}", "batch", requests={"cpu": "1500m"}, owner_kind="Job", owner_name="j")
+        )
+    as_stage(world, recorder, capsys, "plan", "plan")
+    unfilled = world.desired()
+    as_stage(world, recorder, capsys, "apply", "apply")
+    assert world.desired() > unfilled and failing_launches.activities["general"], "the raise did not fail"
     as_stage(world, recorder, capsys, "plan", "plan", "--dry-run")
     as_stage(world, recorder, capsys, "apply", "apply")
     as_stage(world, recorder, capsys, "status", "status")

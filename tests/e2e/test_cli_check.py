@@ -232,3 +232,22 @@ def test_a_branch_named_like_a_heading_cannot_fake_a_verdict(
         assert comment.startswith(f"{MARKER}\n### asg-reconciler check: `{hostile}` (")
         assert comment.count("<h1>") == 1 and "**refused**" in comment
         assert "](https://evil" not in comment and "@org/" not in comment
+
+
+def test_a_manifest_of_another_cluster_at_ref_is_an_error_and_exit_2(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What plan, apply and approve refuse, the pull request's check says first (issue 28)."""
+    assert world.cli(capsys, "plan").code == 0
+    copied = manifest_on_main(world).replace("cluster: prod\n", "cluster: staging\n")
+    BOB.commit(
+        world.remote,
+        "bob/copied",
+        {MAIN_PATH: copied},
+        "copied from staging",
+        parents=[git("rev-parse", "main", cwd=world.remote).strip()],
+    )
+    result = world.cli(capsys, "check", "--ref", "bob/copied")
+    assert result.code == 2, result.out + result.err
+    assert "- error: " in result.out and "cluster: 'staging'" in result.out and "'prod'" in result.out
+    assert "apply --dry-run" not in result.out

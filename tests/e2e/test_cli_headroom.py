@@ -60,7 +60,10 @@ def test_headroom_on_main_scales_up_and_keeps_the_nodes_it_needs(
     assert "    headroom:               # room for a burst of two API pods\n" in setup.show("main")
     message = parse_message(git("log", "-1", "--format=%B", "main", cwd=bare_remote))
     assert message is not None and [str(c) for c in message.changes] == ["general 2 -> 3"]
-    assert message.reason_for("general") == "headroom 2 × (cpu 1, memory 256Mi) needs 1 × t3.small"
+    assert message.reason_for("general") == (
+        "headroom 2 × (cpu 1, memory 256Mi) needs 1 × t3.small; "
+        "adds about $15.18 a month (1 x t3.small at $0.0208/h on-demand)"
+    )
 
     # Apply raised the ASG and the node came up, idle: nothing is proposed, and nothing more added.
     objects = setup.cluster() + node_c(setup.add_instance())

@@ -46,9 +46,12 @@ def test_demo_keep_leaves_a_world_to_play_with(tmp_path: Path) -> None:
     try:
         assert process.stdout is not None
         exports = ""
+        hand_over: list[str] = []
         for line in process.stdout:
             if line.startswith("unset AWS_PROFILE; export "):
                 exports = line
+            if exports and line.startswith(("asg-reconciler ", "GIT_CONFIG_GLOBAL=", "git clone ")):
+                hand_over.append(line)
             if line.startswith("git -C "):  # the last hand-over line
                 break
         assert exports, process.stderr.read() if process.stderr else ""
@@ -88,6 +91,10 @@ def test_demo_keep_leaves_a_world_to_play_with(tmp_path: Path) -> None:
         )
         assert quiet.returncode == 0, quiet.stderr
         assert "~ demo-general  3 -> 1" in quiet.stdout, quiet.stdout
+        outputs = follow_the_hand_over(hand_over, env, keep)
+        assert "~ demo-general  3 -> 1" in outputs["plan --dry-run"]  # the live cluster is quiet.yaml's
+        applied = outputs["apply --config"]
+        assert applied.count("terminated i-") == 2, applied  # exactly the two idle nodes
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=30) == 130  # Ctrl-C ends it as it ends any command
         assert (keep / "capacity.git").is_dir() and (keep / "busy.yaml").is_file()
@@ -95,6 +102,35 @@ def test_demo_keep_leaves_a_world_to_play_with(tmp_path: Path) -> None:
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def follow_the_hand_over(lines: list[str], env: dict[str, str], keep: Path) -> dict[str, str]:
+    """Every command the hand-over suggests, in its order, as a person pastes them (`run` aside, a
+    loop): each must succeed (issue 28: it suggested an `approve` the walkthrough had already done,
+    exit 2). Their outputs by the first two words after `asg-reconciler`."""
+    outputs: dict[str, str] = {}
+    ran = []
+    for line in lines:
+        command = line.split("   #", 1)[0].strip()
+        if " asg-reconciler run " in f" {command} ":
+            continue
+        done = subprocess.run(
+            ["bash", "-c", command.replace("asg-reconciler ", f"{sys.executable} -m reconciler ")],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            cwd=keep,
+        )
+        assert done.returncode == 0, f"{command}\n{done.stdout}\n{done.stderr}"
+        words = command.split("asg-reconciler ", 1)[-1].split()
+        key = " ".join(w for w in words[:2] if not w.startswith("/"))
+        outputs.setdefault(key, done.stdout)
+        ran.append(key)
+    approval = "approve scale-down" if "approve scale-down" in ran else "git clone"
+    assert ran.index("plan --config") < ran.index(approval) < ran.index("apply --config"), ran
+    return outputs
 
 
 def test_demo_keep_refuses_a_directory_with_files(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ IAM = ROOT / "examples" / "iam"
 DOCUMENTS = sorted(IAM.glob("*.json"))
 IDENTITY = [p for p in DOCUMENTS if p.name.endswith("-policy.json")]
 TRUST = [p for p in DOCUMENTS if p.name.startswith("trust-")]
-SERVICES = ("autoscaling", "ec2", "sts")
+SERVICES = ("autoscaling", "ec2", "eks", "sts")
 # IAM actions that are permissions only, with no API operation of their own in botocore's models.
 PERMISSION_ONLY = {
     "sts:TagSession",  # lets the caller of AssumeRole pass session tags (EKS Pod Identity does)

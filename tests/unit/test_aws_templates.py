@@ -141,11 +141,28 @@ def test_gpus_come_from_the_instance_type_and_a_zero_tag_removes_them() -> None:
     assert none is not None and none.allocatable.get("nvidia.com/gpu") == 0
 
 
-def test_first_known_type_wins() -> None:
-    template = build(("x9.unknown", "m6g.large", "t3.small")).template
+def test_unknown_types_are_skipped_and_one_known_type_is_the_template() -> None:
+    template = build(("x9.unknown", "m6g.large")).template
     assert template is not None
     assert template.instance_type == "m6g.large"
     assert template.labels["kubernetes.io/arch"] == "arm64"
+
+
+def test_several_types_offer_the_least_of_each_resource_so_any_launch_holds_the_count() -> None:
+    """Issue 29 item 3: cluster-autoscaler sizes a mixed group by its first override (its #9568);
+    a later, smaller override then launches nodes that hold less than the plan counted on."""
+    big, small = build(("m6g.large",)).template, build(("t3.small",)).template
+    mixed = build(("x9.unknown", "m6g.large", "t3.small")).template
+    assert big is not None and small is not None and mixed is not None
+    for resource in ("cpu", "memory", "pods"):
+        assert mixed.allocatable.get(resource) == min(
+            big.allocatable.get(resource), small.allocatable.get(resource)
+        )
+    assert mixed.allocatable == small.allocatable  # t3.small is below m6g.large in everything
+    assert (
+        mixed.instance_type == "t3.small" and mixed.labels["node.kubernetes.io/instance-type"] == "t3.small"
+    )
+    assert "m6g.large, t3.small" in mixed.source
 
 
 def test_no_known_type_is_an_error_not_a_crash() -> None:

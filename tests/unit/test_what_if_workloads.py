@@ -17,6 +17,7 @@ from reconciler.kube.workloads import (
     WorkBudget,
     Workload,
     added_pods,
+    pod_object,
     read_workloads,
 )
 from tests.support import k8s_objects as k
@@ -200,7 +201,8 @@ def test_typed_lists_and_kubectl_document_separators(tmp_path: Path) -> None:
             "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n"
             "spec: {selector: {}, template: {spec: {containers: "
             "[{name: a, resources: {requests: {cpu: lots}}}]}}}\n",
-            "Deployment d: spec.template: cpu: 'lots' is not a Kubernetes quantity",
+            "Deployment d: spec.template.spec.containers[a].resources.requests.cpu: 'lots' is not a "
+            "Kubernetes quantity",
         ),
     ],
     ids=[
@@ -277,3 +279,23 @@ def test_a_directory_is_every_manifest_under_it(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     with pytest.raises(UserError, match=r"empty: no \.yaml, \.yml or \.json files in this directory"):
         read_workloads([tmp_path / "empty"])
+
+
+def test_a_quantity_the_api_server_accepts_is_read_saturated(tmp_path: Path) -> None:
+    """`memory: 1e33` is a manifest kube-apiserver would take: what-if answers for it (no group
+    fits) rather than refusing the file as a mistake (issue 28)."""
+    workload = read_one(
+        tmp_path,
+        """
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent, namespace: team-a}
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec: {containers: [{name: a, resources: {requests: {memory: 1e33, cpu: 10m}}}]}
+""",
+    )
+    pod = ObjectReader().pod(pod_object(workload, "agent-0", priority=0))
+    assert pod.requests.memory == 2**63 - 1 and pod.requests.cpu == 10

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from reconciler.config.settings import ExpanderOptions
-from reconciler.planning.expanders import least_nodes, least_waste, most_pods, priority, random_choice
+from reconciler.planning.expanders import least_nodes, least_waste, most_pods, price, priority, random_choice
 from reconciler.planning.expanders.base import Expander, Option
 
 FACTORIES: dict[str, Callable[[ExpanderOptions], Expander]] = {
@@ -19,6 +19,7 @@ FACTORIES: dict[str, Callable[[ExpanderOptions], Expander]] = {
     least_nodes.NAME: least_nodes.create,
     random_choice.NAME: random_choice.create,
     priority.NAME: priority.create,
+    price.NAME: price.create,
 }
 
 

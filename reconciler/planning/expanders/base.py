@@ -21,6 +21,7 @@ class Option:
     node_count: int
     pods: tuple[Pod, ...]
     template: NodeTemplate
+    hourly_price: float | None = None  # USD an hour for one new node of the group (planning/pricing.py)
 
 
 class Expander(Protocol):

@@ -1,0 +1,73 @@
+"""What a node of a group costs an hour: for the `price` expander and the plan's monthly cost.
+
+On-demand prices come from the table the runtime gives (the shipped us-east-1 table that `simulate`
+and `what-if` use, with `expanderOptions.prices` over it). A group's purchase option is what AWS
+will buy for it: a mixed-instances distribution's spot share (OnDemandPercentageAboveBaseCapacity),
+or a template labelled as spot capacity (EKS managed node groups' `eks.amazonaws.com/capacityType`,
+Karpenter's and the `node.kubernetes.io/lifecycle` convention). Spot is priced from
+`expanderOptions.spotPrices`, else on-demand x (1 - `spotDiscount`). Unknown is unknown: never
+guessed, and said.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from reconciler.config.settings import ExpanderOptions
+from reconciler.domain.model import NodeGroup, NodeTemplate
+
+HOURS_PER_MONTH = 730  # AWS's own: 365 x 24 / 12
+SPOT_LABELS = {
+    "eks.amazonaws.com/capacityType": "SPOT",
+    "karpenter.sh/capacity-type": "spot",
+    "node.kubernetes.io/lifecycle": "spot",
+}
+
+
+@dataclass(frozen=True)
+class NodePrice:
+    """USD per hour of one new node of a group, and what that figure rests on."""
+
+    hourly: float
+    basis: str  # "m5.large at $0.0960/h on-demand", "... spot (60% below on-demand)"
+
+
+def spot_share(group: NodeGroup, template: NodeTemplate | None) -> float:
+    labels = template.labels if template is not None else {}
+    if any(labels.get(key) == value for key, value in SPOT_LABELS.items()):
+        return 1.0
+    return group.spot_share
+
+
+def node_price(
+    group: NodeGroup,
+    template: NodeTemplate | None,
+    on_demand: Mapping[str, float],
+    options: ExpanderOptions,
+) -> NodePrice | None:
+    """None when the instance type has no price (neither the table nor the config names it)."""
+    if template is None or not template.instance_type:
+        return None
+    kind = template.instance_type
+    regular = options.prices.get(kind, on_demand.get(kind))
+    share = spot_share(group, template)
+    if share and kind in options.spot_prices:
+        spot, spot_basis = options.spot_prices[kind], f"${options.spot_prices[kind]:.4f}/h spot"
+    elif share and regular is not None:
+        spot = regular * (1 - options.spot_discount)
+        spot_basis = f"spot at {options.spot_discount:.0%} below on-demand"
+    else:
+        spot, spot_basis = None, ""
+    if share == 0 or spot is None:
+        if regular is None:
+            return None
+        return NodePrice(regular, f"{kind} at ${regular:.4f}/h on-demand")
+    if share == 1 or regular is None:
+        return NodePrice(spot, f"{kind} {spot_basis}")
+    blended = share * spot + (1 - share) * regular
+    return NodePrice(blended, f"{kind} {share:.0%} {spot_basis}, the rest ${regular:.4f}/h on-demand")
+
+
+def monthly(price: NodePrice, nodes: int) -> float:
+    return round(price.hourly * nodes * HOURS_PER_MONTH, 2)

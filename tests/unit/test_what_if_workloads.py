@@ -10,15 +10,15 @@ import pytest
 
 from reconciler.domain.errors import UserError
 from reconciler.domain.model import ClusterState, Pod
+from reconciler.kube.manifest_files import split_documents
 from reconciler.kube.parse import ObjectReader
 from reconciler.kube.workloads import (
-    MAX_ADDED_PODS,
     Change,
+    WorkBudget,
     Workload,
     added_pods,
     pod_object,
     read_workloads,
-    split_documents,
 )
 from tests.support import k8s_objects as k
 
@@ -38,7 +38,7 @@ def state(*pods: dict[str, Any]) -> ClusterState:
 
 
 def add(workload: Workload, cluster: ClusterState | None = None) -> Change:
-    return added_pods(workload, cluster or state(), ObjectReader(), MAX_ADDED_PODS)
+    return added_pods(workload, cluster or state(), ObjectReader(), WorkBudget())
 
 
 def only(change: Change) -> Pod:
@@ -165,7 +165,7 @@ def test_typed_lists_and_kubectl_document_separators(tmp_path: Path) -> None:
         "--- # kubectl get deploy -o yaml prints typed lists\n"
         "apiVersion: apps/v1\nkind: DeploymentList\nitems:\n"
         "- apiVersion: apps/v1\n  metadata: {name: a}\n"
-        "  spec: {template: {spec: {containers: [{name: a}]}}}\n"
+        "  spec: {selector: {}, template: {spec: {containers: [{name: a}]}}}\n"
         "---\n"
         'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {text: "----\\n--- not a separator"}\n'
     )
@@ -194,12 +194,13 @@ def test_typed_lists_and_kubectl_document_separators(tmp_path: Path) -> None:
         ),
         (
             "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n"
-            "spec: {replicas: 1000000, template: {spec: {containers: [{name: a}]}}}\n",
+            "spec: {replicas: 1000000, selector: {}, template: {spec: {containers: [{name: a}]}}}\n",
             "adds 1000000 pod(s), more than what-if simulates (100000 in all)",
         ),
         (
             "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n"
-            "spec: {template: {spec: {containers: [{name: a, resources: {requests: {cpu: lots}}}]}}}\n",
+            "spec: {selector: {}, template: {spec: {containers: "
+            "[{name: a, resources: {requests: {cpu: lots}}}]}}}\n",
             "Deployment d: spec.template.spec.containers[a].resources.requests.cpu: 'lots' is not a "
             "Kubernetes quantity",
         ),
@@ -236,7 +237,8 @@ def test_priority_from_the_manifest_a_builtin_class_or_the_running_pods(tmp_path
         return read_one(
             tmp_path,
             "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n"
-            f"spec: {{replicas: 2, template: {{spec: {{{spec}containers: [{{name: a}}]}}}}}}\n",
+            f"spec: {{replicas: 2, selector: {{}}, "
+            f"template: {{spec: {{{spec}containers: [{{name: a}}]}}}}}}\n",
         )
 
     assert {p.priority for p in add(deployment("priority: 7, ")).added} == {7}

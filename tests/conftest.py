@@ -14,6 +14,7 @@ pytest_plugins = [
     "tests.support.aws",
     "tests.support.kube",
     "tests.support.git",
+    "tests.support.failing_launches",
 ]
 
 # moto's server logs every request, and a traceback for each action it has not implemented (which

@@ -14,7 +14,9 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 
+from reconciler.aws.activities import Denied, denied_warning, fetch_launches
 from reconciler.aws.cache import FactCache, cache_file
 from reconciler.aws.calls import CallCounter
 from reconciler.aws.clients import AwsClients, aws_errors, is_aws_endpoint, make_clients
@@ -22,7 +24,7 @@ from reconciler.aws.discovery import ClusterView, Described, describe, discover_
 from reconciler.aws.groups import Ec2Facts, RefreshChecker
 from reconciler.aws.managed_nodegroups import ManagedNodegroup, NodegroupRef, fetch_managed_nodegroups
 from reconciler.config.settings import Config
-from reconciler.domain.model import NodeGroup
+from reconciler.domain.model import LaunchActivity, NodeGroup
 
 
 class AwsReader:
@@ -38,6 +40,8 @@ class AwsReader:
         self._described: tuple[Described, float, object] | None = None
         self._refreshes: dict[str, tuple[bool, float]] = {}  # group -> (refresh under way, read at)
         self._nodegroups: dict[NodegroupRef, tuple[ManagedNodegroup, float]] = {}  # (answer, read at)
+        # group -> (its launch attempts, read at, (desired, instances) when read)
+        self._launches: dict[str, tuple[tuple[LaunchActivity, ...], float, tuple[int, int]]] = {}
         self._launched: dict[str, Ec2Facts] = {}  # launch times of instances seen without a node
         self._nodes_seen: frozenset[str] = frozenset()  # instances with a node at the last read
         self._generation = 0  # bumped by invalidate(): a read begun before it is not kept
@@ -90,6 +94,7 @@ class AwsReader:
                 launched=self._launched,
                 managed=self.managed_nodegroups,
             )
+            groups = self._with_launches(groups)
         except BaseException:
             self.invalidate()
             raise
@@ -131,6 +136,47 @@ class AwsReader:
             raise
         return frozenset(found)
 
+    def _with_launches(self, groups: tuple[NodeGroup, ...]) -> tuple[NodeGroup, ...]:
+        """Each group whose desired is above its instances, with its launch attempts (one
+        DescribeScalingActivities each: aws/activities.py); the others as they are, nothing asked.
+        `run`'s plan stage reuses an answer for aws.refreshInterval while the group's desired and
+        instance count stay what they were when it was read (a new instance or a new desired: asked
+        again), like the ASG descriptions it came with."""
+        max_age = self._config.aws.refresh_interval.total_seconds()
+        found: list[NodeGroup] = []
+        denied = False
+        with aws_errors("reading scaling activities"):
+            for group in groups:
+                if not group.unfilled:
+                    found.append(group)
+                    continue
+                shape = (group.desired, len(group.instances))
+                with self._lock:
+                    held, generation = self._launches.get(group.name), self._generation
+                if (
+                    self.reuse
+                    and held is not None
+                    and held[2] == shape
+                    and 0 <= self._clock() - held[1] < max_age
+                ):
+                    launches = held[0]
+                elif denied:
+                    found.append(replace(group, warnings=(*group.warnings, denied_warning(group.name))))
+                    continue
+                else:
+                    read_at = self._clock()
+                    try:
+                        launches = fetch_launches(self.clients.autoscaling, group.name)
+                    except Denied:
+                        denied = True  # asked once per read: the others would be denied too
+                        found.append(replace(group, warnings=(*group.warnings, denied_warning(group.name))))
+                        continue
+                    with self._lock:
+                        if self._generation == generation:
+                            self._launches[group.name] = (launches, read_at, shape)
+                found.append(replace(group, launches=launches))
+        return tuple(found)
+
     def managed_nodegroups(self, refs: Sequence[NodegroupRef]) -> dict[NodegroupRef, ManagedNodegroup]:
         """DescribeNodegroup for each of `refs` not answered within aws.refreshInterval (every time
         for a one-shot command; `run` asks again when a person may have changed the node group)."""
@@ -160,6 +206,7 @@ class AwsReader:
             self._generation += 1
             self._described = None
             self._refreshes.clear()
+            self._launches.clear()
             self._nodegroups.clear()
             if self._facts is not None:
                 self._facts.forget_aliases()

@@ -190,18 +190,19 @@ def what_if(
     pull_request: int | None,
     namespace: str,
     files: tuple[Path, ...],
-) -> None:
+) -> int:
     """The capacity a workload change needs: FILE's workloads (Kubernetes YAML or JSON: Deployment,
     StatefulSet, ReplicaSet, ReplicationController, Job, CronJob, Pod, DaemonSet; multi-document
     files, Lists, directories) added as pending pods to today's cluster, planned by the same code as
     `plan --dry-run`; per group the nodes to add, their instance type and monthly on-demand cost, then
     every pod nothing can host and why. A workload that already runs counts only its difference.
-    Writes nothing (no Git, no AWS); exit 0 whatever the answer (docs/what-if.md)."""
+    Writes nothing (no Git, no AWS); exit 0 whatever the answer, 1 when the answer could not be
+    posted on the pull request (docs/what-if.md)."""
     from reconciler.runtime.whatif_stage import WhatIfRequest, what_if_and_comment
     from reconciler.views.whatif import render_what_if_markdown, render_what_if_table
 
     request = WhatIfRequest(files, snapshot, prices, namespace)
-    report, said = what_if_and_comment(
+    report, said, code = what_if_and_comment(
         lambda: _load(config_file), request, _now(), pull_request, render_what_if_markdown
     )
     click.echo(
@@ -209,6 +210,7 @@ def what_if(
     )
     if said:
         click.echo(said, err=True)
+    return code
 
 
 @cli.command(name="run")

@@ -242,7 +242,7 @@ def _shift_lines(node: Any, offset: int) -> None:
         lc = item.lc
         if lc.line is not None:
             lc.line += offset
-        for place in lc.data.values():
+        for place in (lc.data or {}).values():  # an empty flow mapping `{}` records none
             for index in (0, 2):
                 if index < len(place) and place[index] is not None:
                     place[index] += offset

@@ -49,6 +49,9 @@ class ScaleUpConfig:
     balance_similar_node_groups: bool = False
     initial_backoff: timedelta = timedelta(minutes=5)
     max_backoff: timedelta = timedelta(minutes=30)
+    # a group with no failure for this long starts its next backoff at initial_backoff again (CA's
+    # --node-group-backoff-reset-timeout)
+    backoff_reset_timeout: timedelta = timedelta(hours=3)
 
 
 @dataclass(frozen=True)
@@ -159,6 +162,8 @@ class KubernetesConfig:
     request_timeout: timedelta = timedelta(seconds=30)  # every API call, connect and read
     autoscaler_lease: str = "cluster-autoscaler"  # cluster-autoscaler's --lease-resource-name
     autoscaler_status: str = "cluster-autoscaler-status"  # its --status-config-map-name
+    # where it may run (its --namespace): only there is a Lease or status ConfigMap evidence of it
+    autoscaler_namespaces: tuple[str, ...] = ("kube-system",)
 
 
 @dataclass(frozen=True)
@@ -382,6 +387,7 @@ def _build(data: dict[str, Any], label: str, document: Any = None) -> Config:
             balance_similar_node_groups=su["balanceSimilarNodeGroups"],
             initial_backoff=_duration(su["initialBackoff"]),
             max_backoff=_duration(su["maxBackoff"]),
+            backoff_reset_timeout=_duration(su["backoffResetTimeout"]),
         ),
         scale_down=ScaleDownConfig(
             enabled=sd["enabled"],
@@ -460,6 +466,7 @@ def _build(data: dict[str, Any], label: str, document: Any = None) -> Config:
             _duration(kube["requestTimeout"]),
             kube["clusterAutoscaler"]["leaseName"],
             kube["clusterAutoscaler"]["statusConfigMapName"],
+            tuple(kube["clusterAutoscaler"]["namespaces"]),
         ),
         node_templates=NodeTemplatesConfig(
             vm_memory_overhead_percent=nt["vmMemoryOverheadPercent"],

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-POD, NODE = "Pod", "Node"
+POD, NODE, CONFIGMAP = "Pod", "Node", "ConfigMap"
 NORMAL, WARNING = "Normal", "Warning"
 MAX_MESSAGE_BYTES = 1024  # the API server's cap on an Event's message (events.k8s.io note: 1 KiB)
 _ELLIPSIS = "..."
@@ -20,9 +20,9 @@ def bounded(message: str, limit: int = MAX_MESSAGE_BYTES) -> str:
 
 @dataclass(frozen=True)
 class EventSpec:
-    """One Event to record on a pod or a node; the message is bounded on construction."""
+    """One Event to record on a pod, a node or the status ConfigMap; its message bounded on construction."""
 
-    kind: str  # Pod | Node
+    kind: str  # Pod | Node | ConfigMap (our status ConfigMap, where CA records its own events)
     namespace: str  # "" for nodes
     name: str
     uid: str

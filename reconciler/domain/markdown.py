@@ -26,6 +26,13 @@ PIECE_LIMIT = 2_000  # characters of one untrusted piece (a 100 KB error message
 # "APPROVED"), so every untrusted piece shows each as a visible \uXXXX; right-to-left letters stay.
 BIDI = re.compile("[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
 _MENTION = re.compile(r"(?<![\w.])@")
+# What GitHub turns into a link or a cross-reference in prose (its autolink extension and its
+# reference filter): `https://...`, `www....`, `#12`, `org/repo#12`, `GH-12`. A zero-width joiner
+# inside each keeps the text as it reads and stops the link (code spans and fenced blocks never link).
+_SCHEME = re.compile(r"(?i)\b(https?|ftp|mailto|xmpp):")
+_WWW = re.compile(r"(?i)\b(www)\.")
+_ISSUE = re.compile(r"(?i)(#|\bgh-)(?=\d)")
+ZWJ = "\u200d"
 _ESCAPED = re.compile(r"([\\`*_\[\]|~])")
 _TICKS = re.compile(r"`+")
 
@@ -49,11 +56,20 @@ def clip(text: str, limit: int = PIECE_LIMIT) -> str:
 def inline(text: str, limit: int = PIECE_LIMIT) -> str:
     """Untrusted text as one inert line of prose or one table cell: no HTML, no link or image
     syntax, no emphasis, code span or cell boundary it did not bring escaped, no @mention that pings
-    (a zero-width joiner after the @; alice@example.com stays as it is)."""
+    (a zero-width joiner after the @; alice@example.com stays as it is), no autolink nor issue
+    cross-reference (`unlinked`)."""
     text = clip(" ".join(text.split()), limit)
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     text = _ESCAPED.sub(r"\\\1", text)
-    return _MENTION.sub("@\u200d", text)
+    return unlinked(_MENTION.sub("@" + ZWJ, text))
+
+
+def unlinked(text: str) -> str:
+    """`text` with nothing GitHub would make a link or a cross-reference of: a zero-width joiner
+    after a URL's scheme, in `www.`, and between `#` or `GH-` and the number."""
+    text = _SCHEME.sub(lambda m: f"{m[1]}{ZWJ}:", text)
+    text = _WWW.sub(lambda m: f"{m[1]}{ZWJ}.", text)
+    return _ISSUE.sub(lambda m: f"{m[1]}{ZWJ}", text)
 
 
 def code(text: str, *, in_table: bool = False, limit: int = PIECE_LIMIT) -> str:

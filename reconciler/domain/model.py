@@ -416,6 +416,35 @@ class Instance:
     protected_from_scale_in: bool = False
 
 
+# Error classes of a failed launch, as cluster-autoscaler's cloudprovider.InstanceErrorClass names them:
+# out of resources (capacity, spot price, quotas) or anything else (a broken template, a missing AMI).
+OUT_OF_RESOURCES = "OutOfResources"
+OTHER_ERROR = "Other"
+FAILED_LAUNCH_STATUSES = frozenset({"Failed", "Cancelled"})
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchActivity:
+    """One attempt of the ASG to launch an instance, as its scaling activities record it (read only for
+    groups whose desired is above their instances). `code` is the EC2 error the status message names
+    (InsufficientInstanceCapacity, VcpuLimitExceeded, ...), "" for a launch that did not fail."""
+
+    activity_id: str
+    start: datetime
+    status: str  # Successful | Failed | Cancelled | InProgress | WaitingForSpotInstanceId | ...
+    message: str = ""  # AWS's status message, as it says it
+    code: str = ""
+    error_class: str = ""  # OUT_OF_RESOURCES | OTHER_ERROR for a failed launch, else ""
+
+    @property
+    def failed(self) -> bool:
+        return self.status in FAILED_LAUNCH_STATUSES
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status == "Successful"
+
+
 @dataclass(frozen=True, slots=True)
 class AutoscalingOptions:
     """Per-group overrides from `k8s.io/cluster-autoscaler/node-template/autoscaling-options/*` tags."""
@@ -472,3 +501,39 @@ class NodeGroup:
     declared_taints: tuple[Taint, ...] = ()
     template_error: str = ""
     warnings: tuple[str, ...] = ()
+    # its launch attempts, newest first; read (DescribeScalingActivities) only while desired is above
+    # the instances AWS has, else empty
+    launches: tuple[LaunchActivity, ...] = ()
+
+    @property
+    def unfilled(self) -> int:
+        """Desired capacity AWS has no instance for yet: desired minus the instances it counts (not
+        leaving, not in Standby; a mixed-instances group's by their WeightedCapacity, as AWS counts
+        desired). It is on its way, or AWS cannot launch it (`launches` says which)."""
+        live = sum(
+            self.instance_weights.get(i.instance_type, 1)
+            for i in self.instances
+            if i.lifecycle_state not in NOT_COUNTED_IN_DESIRED
+        )
+        return max(0, self.desired - live)
+
+    @property
+    def launch_suspended(self) -> bool:
+        """The ASG's Launch process is suspended: AWS launches nothing, whatever desired says."""
+        return "Launch" in self.suspended_processes
+
+
+# Instances an ASG lists that are not part of its DesiredCapacity: leaving (terminated with or without
+# a decrement: either way no longer what desired counts) or in Standby (outside desired by AWS's rule).
+NOT_COUNTED_IN_DESIRED = frozenset(
+    {
+        "Terminating",
+        "Terminating:Wait",
+        "Terminating:Proceed",
+        "Terminated",
+        "Detaching",
+        "Detached",
+        "Standby",
+        "EnteringStandby",
+    }
+)

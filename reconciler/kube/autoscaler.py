@@ -1,22 +1,29 @@
 """Is cluster-autoscaler live on this cluster? Two writers of one ASG fight, so we must know.
 
 Evidence, either is enough: its status ConfigMap (`cluster-autoscaler-status` by default) updated
-recently, or its leader-election Lease (`cluster-autoscaler`) renewed recently — in ANY namespace:
-cluster-autoscaler keeps both in the namespace it runs in (`--namespace`; kube-system on EKS guides,
-`cluster-autoscaler` or `openshift-machine-api` elsewhere). Renamed objects (`--status-config-map-name`,
-`--lease-resource-name`) are named in `kubernetes.clusterAutoscaler`.
+recently, or its leader-election Lease (`cluster-autoscaler`) renewed recently, in a namespace where
+the operator says it may run (`kubernetes.clusterAutoscaler.namespaces`: kube-system by default, as
+on EKS; `cluster-autoscaler` or `openshift-machine-api` elsewhere). cluster-autoscaler keeps both in
+the namespace it runs in (`--namespace`). An object of that name in any other namespace is a
+tenant's, not evidence: anyone who may create a ConfigMap in their own namespace could otherwise make
+every apply refuse for ever; it is named in a warning, so an operator who runs cluster-autoscaler
+there learns which line to add. A time more than FUTURE_SKEW ahead of ours is no evidence either (a
+`last-updated` in 2099 would be "fresh" for ever), and is warned about. Renamed objects
+(`--status-config-map-name`, `--lease-resource-name`) are named in `kubernetes.clusterAutoscaler`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 from reconciler.domain.model import AutoscalerPresence
 
 FRESH_FOR = timedelta(minutes=10)
+FUTURE_SKEW = timedelta(minutes=2)  # clocks of the cluster's nodes and ours may differ this much
+DEFAULT_NAMESPACES: tuple[str, ...] = ("kube-system",)
 DEFAULT_STATUS_CONFIGMAP = "cluster-autoscaler-status"
 DEFAULT_LEASE = "cluster-autoscaler"
 _LAST_UPDATED = "cluster-autoscaler.kubernetes.io/last-updated"
@@ -63,22 +70,63 @@ def _where(kind: str, raw: Mapping[str, Any]) -> str:
     return f"{kind} {metadata.get('namespace', '')}/{metadata.get('name', '')}"
 
 
-def detect_autoscaler(
-    configmaps: Iterable[Mapping[str, Any]], leases: Iterable[Mapping[str, Any]], now: datetime
-) -> AutoscalerPresence | None:
-    """The freshest evidence within FRESH_FOR of `now` among every candidate object, or None."""
+def judge_autoscaler(
+    configmaps: Iterable[Mapping[str, Any]],
+    leases: Iterable[Mapping[str, Any]],
+    now: datetime,
+    namespaces: Collection[str] = DEFAULT_NAMESPACES,
+) -> tuple[AutoscalerPresence | None, tuple[str, ...]]:
+    """The freshest evidence within FRESH_FOR of `now` among the candidates in `namespaces`, or None;
+    and a warning for each candidate that is not evidence although it looks like it (another
+    namespace, a time in the future)."""
+    if now.tzinfo is None:
+        now = now.replace(tzinfo=UTC)
     seen: list[AutoscalerPresence] = []
-    for configmap in configmaps:
-        when = _configmap_time(configmap)
-        if when is not None:
-            seen.append(AutoscalerPresence(_where("configmap", configmap), when))
+    warnings: list[str] = []
+    candidates: list[tuple[str, Mapping[str, Any], datetime | None]] = [
+        ("configmap", configmap, _configmap_time(configmap)) for configmap in configmaps
+    ]
     for lease in leases:
         spec = lease.get("spec") or {}
         renewed = spec.get("renewTime") or spec.get("acquireTime")
-        when = go_time(str(renewed)) if renewed else None
-        if when is not None:
-            seen.append(AutoscalerPresence(_where("lease", lease), when))
-    if now.tzinfo is None:
-        now = now.replace(tzinfo=UTC)
+        candidates.append(("lease", lease, go_time(str(renewed)) if renewed else None))
+    for kind, raw, when in candidates:
+        if when is None:
+            continue
+        where = _where(kind, raw)
+        namespace = (raw.get("metadata") or {}).get("namespace", "")
+        if namespace not in namespaces:
+            if now - when <= FRESH_FOR:
+                warnings.append(
+                    f"{where} looks like cluster-autoscaler's but is not taken as evidence: its namespace "
+                    f"is not in kubernetes.clusterAutoscaler.namespaces ({', '.join(namespaces)}); add "
+                    f"{namespace} there if cluster-autoscaler runs in it"
+                )
+            continue
+        if when - now > FUTURE_SKEW:
+            warnings.append(
+                f"{where} is ignored as evidence of cluster-autoscaler: its time {when.isoformat()} is "
+                f"{_ahead(when - now)} ahead of ours (more than the {FUTURE_SKEW.seconds // 60}m clocks may "
+                "differ); fix the object or the clock"
+            )
+            continue
+        seen.append(AutoscalerPresence(where, when))
     fresh = [p for p in seen if now - p.last_seen <= FRESH_FOR]
-    return max(fresh, key=lambda p: p.last_seen) if fresh else None
+    return (max(fresh, key=lambda p: p.last_seen) if fresh else None), tuple(warnings)
+
+
+def detect_autoscaler(
+    configmaps: Iterable[Mapping[str, Any]],
+    leases: Iterable[Mapping[str, Any]],
+    now: datetime,
+    namespaces: Collection[str] = DEFAULT_NAMESPACES,
+) -> AutoscalerPresence | None:
+    """`judge_autoscaler`'s evidence, without its warnings."""
+    return judge_autoscaler(configmaps, leases, now, namespaces)[0]
+
+
+def _ahead(delta: timedelta) -> str:
+    days = delta.days
+    if days >= 1:
+        return f"{days} days"
+    return f"{int(delta.total_seconds() // 60)} minutes"

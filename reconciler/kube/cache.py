@@ -15,8 +15,9 @@ so the ClusterState of an idle cycle costs a few tuple copies, not a list of 150
 the one a fresh LiveReader read builds (tests/integration/test_kube_cache.py checks that).
 
 cluster-autoscaler's Lease and status ConfigMap are watched by name in every namespace, as the live
-read lists them; where that list is forbidden the state says so and each cycle reads kube-system
-only, as the live read does. Namespaces we may not list are "not read", as there.
+read lists them (only the configured namespaces' count); where that list is forbidden the state
+says so and each cycle reads those namespaces by name, as the live read does. Namespaces we may
+not list are "not read", as there.
 
 The Pod reflector also wakes the plan: each pod is reported to `on_unschedulable` once per
 transition into PodScheduled=False/Unschedulable (forgotten when it is bound, no longer
@@ -49,12 +50,18 @@ from kubernetes.client.exceptions import ApiException
 
 from reconciler.domain.backoff import EQUAL_JITTER, Backoff
 from reconciler.domain.model import ClusterState, Pod
-from reconciler.kube.autoscaler import DEFAULT_LEASE, DEFAULT_STATUS_CONFIGMAP, detect_autoscaler
+from reconciler.kube.autoscaler import (
+    DEFAULT_LEASE,
+    DEFAULT_NAMESPACES,
+    DEFAULT_STATUS_CONFIGMAP,
+    judge_autoscaler,
+)
 from reconciler.kube.errors import KubernetesError
 from reconciler.kube.live import NAMESPACES_FORBIDDEN, REQUIRED_KINDS, ListForbidden, LiveReader
-from reconciler.kube.parse import TERMINAL_PHASES, ObjectReader, Raw
+from reconciler.kube.parse import TERMINAL_PHASES, UNREADABLE, ObjectReader, Raw, left_out, readable
 from reconciler.kube.retry import transient
-from reconciler.kube.schema import item_decoder
+from reconciler.kube.schema import decode_item
+from reconciler.kube.state import left_out_warnings
 from reconciler.kube.watch_stream import describe, lines, shut
 
 _log = logging.getLogger(__name__)
@@ -173,7 +180,7 @@ def _converter(kind: str, reader: ObjectReader, names: Mapping[str, str]) -> Cal
         return simple[kind]
     if kind == "Namespace":
         return lambda raw: reader.namespace(raw)[1]
-    wanted = names[kind]  # cluster-autoscaler's Lease or ConfigMap: kept whole, for detect_autoscaler
+    wanted = names[kind]  # cluster-autoscaler's Lease or ConfigMap: kept whole, for judge_autoscaler
     return lambda raw: raw if (raw.get("metadata") or {}).get("name") == wanted else None
 
 
@@ -273,6 +280,10 @@ class Reflector:
         self._relisted = relisted
         self.on_unschedulable = on_unschedulable if kind == "Pod" else None
         self.store = _Store()
+        # objects that cannot be read, by key: each left out with a warning, never a failed list or
+        # watch (a tenant's pod would make the reflector relist and fail for ever); replaced whole
+        # on every change, so a plan's thread reads it without a lock
+        self.left_out: Mapping[Key, str] = {}
         self.version = ""  # the newest resourceVersion seen
         self.synced = threading.Event()
         self.forbidden = False  # an optional kind whose list answered 403: listed again at resync
@@ -280,7 +291,6 @@ class Reflector:
         self.last_event: float | None = None
         self.broken_since: float | None = None  # clock() when the picture stopped being kept current
         self.problem = ""
-        self._decoder = item_decoder(kind)
         self._convert: Callable[[Raw], Any] = _converter(kind, ObjectReader(), self.names)
         self._known: set[Key] = set()  # pods reported unschedulable and not since bound or gone
         self._resync_at = 0.0
@@ -391,6 +401,7 @@ class Reflector:
         convert = _converter(self.kind, reader, self.names)
         old = self.store.items  # only this thread writes it
         fresh: dict[Key, Entry] = {}
+        unread: dict[Key, str] = {}
 
         def add(items: list[dict[str, Any]]) -> None:
             for raw in items:
@@ -401,14 +412,23 @@ class Reflector:
                 if kept is not None and version and kept[0] == version:
                     fresh[kept[2]] = kept
                     continue
-                value = convert(raw)
+                try:
+                    value = convert(readable(raw))
+                except UNREADABLE as exc:
+                    unread[key] = left_out(self.kind, raw, exc)
+                    continue
                 if value is not None:
                     fresh[key] = (version, value, key)
 
         forbidden = False
         with _no_gc():
+
+            def again() -> None:
+                fresh.clear()
+                unread.clear()
+
             try:
-                version = self.reader.list_kind(self.kind, add, fresh.clear)
+                version = self.reader.list_kind(self.kind, add, again)
             except ListForbidden as exc:
                 if self.kind not in OPTIONAL_KINDS:
                     raise
@@ -420,6 +440,7 @@ class Reflector:
         self.forbidden = forbidden
         self._convert = convert
         self.store.replace(fresh)
+        self.left_out = unread
         self.version = version
         self._resync_at = self.clock() + self.resync
         self.last_event = self.wall()
@@ -497,7 +518,7 @@ class Reflector:
                 f"{status.get('message') or ''}",
                 relist=True,
             )
-        document = self._decoder.decode(raw)
+        document = decode_item(self.kind, raw)
         version = (document.get("metadata") or {}).get("resourceVersion") or ""
         if version:
             self.version = version
@@ -505,7 +526,17 @@ class Reflector:
         if kind == "BOOKMARK":
             return
         key = _key(document)
-        value = self._convert(document) if kind in ("ADDED", "MODIFIED") else None
+        value = None
+        problem = ""
+        if kind in ("ADDED", "MODIFIED"):
+            try:
+                value = self._convert(readable(document))
+            except UNREADABLE as exc:
+                problem = left_out(self.kind, document, exc)
+        if problem:
+            self.left_out = {**self.left_out, key: problem}
+        elif key in self.left_out:
+            self.left_out = {k: v for k, v in self.left_out.items() if k != key}
         if value is None:  # deleted, or (with the selector) no longer one of ours: a finished pod
             self.store.delete(key)
         else:
@@ -536,6 +567,7 @@ class ClusterCache:
         *,
         page_size: int = 500,
         autoscaler_names: tuple[str, str] = (DEFAULT_LEASE, DEFAULT_STATUS_CONFIGMAP),
+        autoscaler_namespaces: tuple[str, ...] = DEFAULT_NAMESPACES,
         resync: float = 600.0,
         on_unschedulable: Callable[[str], None] | None = None,
         request_timeout: float = 30.0,
@@ -556,7 +588,7 @@ class ClusterCache:
         self.stale_after = stale_after
         self.clock, self.wall = clock, wall
         self.initial_backoff, self.max_backoff = initial_backoff, max_backoff
-        self.reader = LiveReader(api, page_size, autoscaler_names)
+        self.reader = LiveReader(api, page_size, autoscaler_names, autoscaler_namespaces)
         self._reflectors: dict[str, Reflector] = {}
         self._relists: Counter[tuple[str, str]] = Counter()
         self._lock = threading.Lock()
@@ -679,13 +711,22 @@ class ClusterCache:
         unchecked: list[str] = []
         for kind in ("Lease", "ConfigMap"):
             reflector = reflectors[kind]
-            if reflector.forbidden:  # the live read's fallback, each cycle: kube-system only
-                warning, found = self.reader.autoscaler_in_kube_system(kind)
+            if reflector.forbidden:  # the live read's fallback, each cycle: the configured namespaces
+                warning, found = self.reader.autoscaler_where_configured(kind)
                 warnings.append(warning)
                 unchecked.append(warning)
-                evidence[kind] = [found] if found is not None else []
+                evidence[kind] = list(found)
             else:
                 evidence[kind] = list(reflector.store.objects())
+        warnings.extend(
+            left_out_warnings(
+                message for kind in KINDS for _, message in sorted(reflectors[kind].left_out.items())
+            )
+        )
+        autoscaler, doubts = judge_autoscaler(
+            evidence["ConfigMap"], evidence["Lease"], now, self.reader.autoscaler_namespaces
+        )
+        warnings.extend(doubts)
         return ClusterState(
             nodes=reflectors["Node"].store.objects(),
             pods=reflectors["Pod"].store.objects(),
@@ -693,7 +734,7 @@ class ClusterCache:
             daemonsets=reflectors["DaemonSet"].store.objects(),
             pvs=reflectors["PersistentVolume"].store.objects(),
             pvcs=reflectors["PersistentVolumeClaim"].store.objects(),
-            autoscaler=detect_autoscaler(evidence["ConfigMap"], evidence["Lease"], now),
+            autoscaler=autoscaler,
             autoscaler_unchecked=tuple(unchecked),
             read_at=now,
             namespaces=namespaces,

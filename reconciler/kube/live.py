@@ -32,10 +32,10 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from reconciler.domain.model import ClusterState
-from reconciler.kube.autoscaler import DEFAULT_LEASE, DEFAULT_STATUS_CONFIGMAP
+from reconciler.kube.autoscaler import DEFAULT_LEASE, DEFAULT_NAMESPACES, DEFAULT_STATUS_CONFIGMAP
 from reconciler.kube.errors import KubernetesError
 from reconciler.kube.retry import spent, timed_out, with_retries
-from reconciler.kube.schema import list_decoder
+from reconciler.kube.schema import decode_list
 from reconciler.kube.state import StateBuilder
 
 NOT_TERMINAL = "status.phase!=Succeeded,status.phase!=Failed"
@@ -134,10 +134,12 @@ class LiveReader:
         api: k8s.ApiClient,
         page_size: int = 500,
         autoscaler_names: tuple[str, str] = (DEFAULT_LEASE, DEFAULT_STATUS_CONFIGMAP),
+        autoscaler_namespaces: tuple[str, ...] = DEFAULT_NAMESPACES,
     ) -> None:
         self.api = api
         self.page_size = page_size
         self.autoscaler_lease, self.autoscaler_status = autoscaler_names
+        self.autoscaler_namespaces = autoscaler_namespaces
         self.core = k8s.CoreV1Api(api)
         self.apps = k8s.AppsV1Api(api)
         self.policy = k8s.PolicyV1Api(api)
@@ -177,7 +179,7 @@ class LiveReader:
                 gc.enable()
 
     def _read(self, now: datetime, pods: bool) -> ClusterState:
-        builder = StateBuilder(self.autoscaler_lease, self.autoscaler_status)
+        builder = StateBuilder(self.autoscaler_lease, self.autoscaler_status, self.autoscaler_namespaces)
         for kind in REQUIRED_KINDS if pods else ("Node",):
             self.list_kind(kind, partial(builder.add_all, kind), partial(builder.forget, kind))
         try:
@@ -214,37 +216,42 @@ class LiveReader:
         return restarting(f"list {kind}s", listing, again)
 
     def _find_autoscaler(self, builder: StateBuilder, kind: str) -> None:
-        """cluster-autoscaler's `kind` named as configured in every namespace: one cluster-wide list
-        with `fieldSelector=metadata.name=<name>`, which RBAC authorises by resourceNames (the API
-        server takes an exact metadata.name selector as the request's name), so no right to read
-        other Leases or ConfigMaps is needed. Where even that is forbidden (RBAC of an older
-        release), only kube-system is looked at, and the state says so."""
+        """cluster-autoscaler's `kind` named as configured: one cluster-wide list with
+        `fieldSelector=metadata.name=<name>`, which RBAC authorises by resourceNames (the API server
+        takes an exact metadata.name selector as the request's name), so no right to read other
+        Leases or ConfigMaps is needed; only those in `autoscaler_namespaces` count as evidence
+        (kube/autoscaler.py), the rest are named in warnings. Where even that list is forbidden
+        (RBAC of an older release), each configured namespace is asked by name, and the state says
+        the look was narrow (a 403 there reads as absent)."""
         try:
             self.list_kind(kind, partial(builder.add_all, kind), partial(builder.forget, kind))
             return
         except ListForbidden:
             pass
-        warning, found = self.autoscaler_in_kube_system(kind)
+        warning, found = self.autoscaler_where_configured(kind)
         builder.warnings.append(warning)
         builder.autoscaler_unchecked.append(warning)
-        if found is not None:
-            builder.add(kind, found)
+        for raw in found:
+            builder.add(kind, raw)
 
-    def autoscaler_in_kube_system(self, kind: str) -> tuple[str, dict[str, Any] | None]:
+    def autoscaler_where_configured(self, kind: str) -> tuple[str, list[dict[str, Any]]]:
         """Where listing cluster-autoscaler's `kind` by name is forbidden: the warning that says so,
-        and the object of that name in kube-system (None: absent, or not readable either)."""
+        and the objects of that name in the configured namespaces (those absent or not readable
+        either left out)."""
         name = self.autoscaler_lease if kind == "Lease" else self.autoscaler_status
         get: Callable[..., Any] = (
             self.coordination.read_namespaced_lease
             if kind == "Lease"
             else self.core.read_namespaced_config_map
         )
+        namespaces = ", ".join(self.autoscaler_namespaces)
         warning = (
-            f"cluster-autoscaler looked for in kube-system only: list {kind}s named {name} in all namespaces "
-            f"is forbidden (grant `list` on {kind.lower()}s with resourceNames [{name}], cluster-wide: "
-            "docs/deploy-kubernetes.md)"
+            f"cluster-autoscaler looked for in {namespaces} only: list {kind}s named {name} in all "
+            f"namespaces is forbidden (grant `list` on {kind.lower()}s with resourceNames [{name}], "
+            "cluster-wide: docs/deploy-kubernetes.md)"
         )
-        return warning, self._get(kind, get, ("kube-system", name))
+        found = [self._get(kind, get, (namespace, name)) for namespace in self.autoscaler_namespaces]
+        return warning, [raw for raw in found if raw is not None]
 
     def _fetch(self, kind: str, call: Callable[..., Any], params: dict[str, Any], token: str) -> bytes:
         try:
@@ -268,7 +275,6 @@ class LiveReader:
     ) -> Iterator[tuple[list[dict[str, Any]], dict[str, Any]]]:
         """(items, the page's ListMeta) page by page; the next page is requested before this one
         is converted."""
-        decoder = list_decoder(kind)
 
         def fetch(token: str) -> _Prefetch[bytes]:
             return _Prefetch(lambda: self._fetch(kind, call, params, token))
@@ -277,7 +283,7 @@ class LiveReader:
         while pending is not None:
             body = pending.result()
             try:
-                page = decoder.decode(body)
+                page = decode_list(kind, body)
             except msgspec.DecodeError as exc:
                 raise KubernetesError(f"Kubernetes API: list {kind}s: unreadable reply: {exc}") from None
             meta = page.get("metadata") or {}

@@ -45,6 +45,7 @@ from reconciler.domain.model import (
     Volumes,
 )
 from reconciler.domain.quantity import QuantityError, int_value, milli_value
+from reconciler.kube.schema import UNREADABLE_KEY
 
 Raw = Mapping[str, Any]
 
@@ -85,7 +86,8 @@ def parse_time(value: str | None) -> datetime | None:
 
 
 def resources_from(raw: Mapping[str, Any] | None, where: str) -> Resources:
-    """Quantity map (`{"cpu": "100m", "memory": "2Gi"}`) into integer units."""
+    """Quantity map (`{"cpu": "100m", "memory": "2Gi"}`) into integer units; `where`: the map's field
+    path (`spec.containers[app].resources.requests`), which a QuantityError names."""
     return Resources({k: v for k, v in _amounts(raw, where).items() if v})
 
 
@@ -101,8 +103,46 @@ def _amounts(raw: Mapping[str, Any] | None, where: str) -> dict[str, int]:
         try:
             values[name] = milli_value(text) if name == CPU else int_value(text)
         except QuantityError as exc:
-            raise UserError(f"{where}: {name}: {exc}") from None
+            raise QuantityError(f"{where}.{name}: {exc}") from None
     return values
+
+
+class Unreadable(UserError):
+    """A field of an object that cannot be read; the message names the field."""
+
+
+# What reading one object may raise when it holds something no API server would serve (a snapshot
+# or a fake edited by hand): the object is left out with a warning (`left_out`), never the read.
+UNREADABLE = (UserError, ValueError, TypeError, AttributeError, KeyError, IndexError, msgspec.DecodeError)
+
+
+def _int(value: Any, field: str) -> int:
+    """An integer field; Unreadable naming it when it is not one."""
+    if not isinstance(value, bool) and isinstance(value, int | str):
+        try:
+            return int(value)
+        except ValueError:
+            pass
+    shown = repr(value)
+    raise Unreadable(f"{field}: {shown if len(shown) <= 40 else shown[:40] + '...'} is not an integer")
+
+
+def readable(raw: Raw) -> Raw:
+    """`raw`, or Unreadable when its schema refused it (kube/schema.py's UNREADABLE_KEY)."""
+    if UNREADABLE_KEY in raw:
+        raise Unreadable(str(raw[UNREADABLE_KEY]))
+    return raw
+
+
+def left_out(kind: str, raw: Any, exc: BaseException) -> str:
+    """The warning for an object that cannot be read: what it is, the field and why. A tenant's
+    object is input, never a reason to stop: it is left out of the plan, and the read goes on."""
+    metadata = raw.get("metadata") if isinstance(raw, Mapping) else None
+    metadata = metadata if isinstance(metadata, Mapping) else {}
+    namespace, name = metadata.get("namespace") or "", metadata.get("name") or "?"
+    who = f"{namespace}/{name}" if namespace else str(name)
+    why = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
+    return f"{kind.lower()} {who} left out of the plan: it cannot be read: {why}"
 
 
 def _add_into(total: dict[str, int], part: Resources) -> None:
@@ -148,7 +188,8 @@ def pod_requests(
       and hugepages-* they set; the rest stays the containers';
     - plus overhead.
 
-    `infeasible` overrides what the status's conditions say of the resize.
+    `infeasible` overrides what the status's conditions say of the resize. `where` prefixes the
+    field paths a QuantityError names (`spec.template.` for a template's spec, "" for a pod's).
     """
     statuses: dict[str, Raw] = {}
     for key in ("containerStatuses", "initContainerStatuses"):  # the latter wins a name, as in Go
@@ -157,36 +198,50 @@ def pod_requests(
     if infeasible is None:
         infeasible = bool(statuses) and resize_infeasible(status)
 
-    def requests_of(container: Raw) -> Resources:
-        requests = resources_from((container.get("resources") or {}).get("requests"), where)
-        found = statuses.get(container.get("name", ""))
+    def requests_of(container: Raw, field: str) -> Resources:
+        name = container.get("name", "")
+        requests = resources_from(
+            (container.get("resources") or {}).get("requests"),
+            f"{where}spec.{field}[{name}].resources.requests",
+        )
+        found = statuses.get(name)
         if found is None or found.get("resources") is None:
             return requests
-        actuated = resources_from((found.get("resources") or {}).get("requests"), where)
-        allocated = resources_from(found.get("allocatedResources"), where)
+        status_field = (
+            f"status.{'initContainerStatuses' if field == 'initContainers' else 'containerStatuses'}"
+        )
+        actuated = resources_from(
+            (found.get("resources") or {}).get("requests"), f"{status_field}[{name}].resources.requests"
+        )
+        allocated = resources_from(
+            found.get("allocatedResources"), f"{status_field}[{name}].allocatedResources"
+        )
         return _at_least(actuated, allocated) if infeasible else _at_least(requests, actuated, allocated)
 
     total: dict[str, int] = {}
     for container in spec.get("containers") or ():
-        _add_into(total, requests_of(container))
+        _add_into(total, requests_of(container, "containers"))
     sidecars: dict[str, int] = {}
     init_peak: dict[str, int] = {}
     for container in spec.get("initContainers") or ():
         if container.get("restartPolicy") == "Always":  # a sidecar: runs alongside the app
-            requests = requests_of(container)
+            requests = requests_of(container, "initContainers")
             _add_into(sidecars, requests)
             _add_into(total, requests)
             continue
-        requests = resources_from((container.get("resources") or {}).get("requests"), where)
+        requests = resources_from(
+            (container.get("resources") or {}).get("requests"),
+            f"{where}spec.initContainers[{container.get('name', '')}].resources.requests",
+        )
         for name, amount in requests.values.items():
             init_peak[name] = max(init_peak.get(name, 0), amount + sidecars.get(name, 0))
     for name, amount in init_peak.items():
         total[name] = max(total.get(name, 0), amount)
-    pod_level = _amounts((spec.get("resources") or {}).get("requests"), f"{where}: spec.resources.requests")
+    pod_level = _amounts((spec.get("resources") or {}).get("requests"), f"{where}spec.resources.requests")
     for name, amount in pod_level.items():
         if _pod_level(name):
             total[name] = amount
-    _add_into(total, resources_from(spec.get("overhead"), where))
+    _add_into(total, resources_from(spec.get("overhead"), f"{where}spec.overhead"))
     return Resources({k: v for k, v in total.items() if v})
 
 
@@ -251,14 +306,18 @@ def scheduling_from(spec: Raw) -> Scheduling:
             for t in tolerations or ()
         ),
         host_ports=tuple(
-            HostPort(int(p["hostPort"]), p.get("protocol") or "TCP", p.get("hostIP") or "")
+            HostPort(
+                _int(p["hostPort"], "spec.containers[].ports[].hostPort"),
+                p.get("protocol") or "TCP",
+                p.get("hostIP") or "",
+            )
             for p in host_ports
         ),
         pod_affinity=_affinity_terms(pod_affinity),
         pod_anti_affinity=_affinity_terms(anti),
         topology_spread=tuple(
             TopologySpreadConstraint(
-                int(c.get("maxSkew", 1)),
+                _int(c.get("maxSkew", 1), "spec.topologySpreadConstraints[].maxSkew"),
                 c.get("topologyKey", ""),
                 c.get("whenUnsatisfiable", "DoNotSchedule"),
                 label_selector(c.get("labelSelector")),
@@ -362,7 +421,9 @@ def _resize_infeasible_in(conditions: Any) -> bool:
 
 def _grace_period(value: Any) -> int:
     """terminationGracePeriodSeconds; 0 is a valid value, absent means the API's default."""
-    return DEFAULT_GRACE_PERIOD_SECONDS if value is None else int(value)
+    return (
+        DEFAULT_GRACE_PERIOD_SECONDS if value is None else _int(value, "spec.terminationGracePeriodSeconds")
+    )
 
 
 def _controller(refs: Iterable[Raw] | None) -> OwnerRef | None:
@@ -430,7 +491,7 @@ class ObjectReader:
         requests = self._requests.get(key)
         if requests is None:
             plain = plain if plain is not None else plain_spec(spec)
-            requests = self._requests[key] = pod_requests(plain, f"pod {namespace}/{name}")
+            requests = self._requests[key] = pod_requests(plain, "")
         resize_key = _status_key(status)
         if resize_key:
             both = (key, resize_key)
@@ -438,7 +499,7 @@ class ObjectReader:
             if pair is None:  # equal results share the spec's object (the planner's caches go by it)
                 plain = plain if plain is not None else plain_spec(spec)
                 statuses = plain_status(status)
-                where = f"pod {namespace}/{name}"
+                where = ""
                 feasible = pod_requests(plain, where, statuses, infeasible=False)
                 feasible = requests if feasible == requests else feasible
                 infeasible = pod_requests(plain, where, statuses, infeasible=True)
@@ -466,7 +527,7 @@ class ObjectReader:
             labels=self._labels(metadata.get("labels")),
             annotations=self._annotations(metadata.get("annotations")),
             owner=self._owner(metadata.get("ownerReferences")),
-            priority=int(spec.get("priority") or 0),
+            priority=_int(spec.get("priority") or 0, "spec.priority"),
             scheduling=scheduling,
             volumes=self._volumes(spec.get("volumes"), name),
             scheduled_status=scheduled_status,
@@ -537,8 +598,8 @@ class ObjectReader:
                 Taint(t.get("key", ""), t.get("value") or "", t.get("effect", ""))
                 for t in spec.get("taints") or ()
             ),
-            allocatable=resources_from(status.get("allocatable"), f"node {name} allocatable"),
-            capacity=resources_from(status.get("capacity"), f"node {name} capacity"),
+            allocatable=resources_from(status.get("allocatable"), "status.allocatable"),
+            capacity=resources_from(status.get("capacity"), "status.capacity"),
             ready=ready,
             ready_since=ready_since,
             unschedulable=bool(spec.get("unschedulable")),
@@ -559,7 +620,7 @@ class ObjectReader:
             namespace=metadata.get("namespace", ""),
             name=metadata.get("name", ""),
             selector=label_selector(spec.get("selector")),
-            disruptions_allowed=int(status.get("disruptionsAllowed") or 0),
+            disruptions_allowed=_int(status.get("disruptionsAllowed") or 0, "status.disruptionsAllowed"),
             min_available=as_text(spec.get("minAvailable")),
             max_unavailable=as_text(spec.get("maxUnavailable")),
         )
@@ -567,7 +628,7 @@ class ObjectReader:
     def daemonset(self, raw: Raw) -> DaemonSet:
         metadata = raw.get("metadata") or {}
         template_spec = plain_spec(((raw.get("spec") or {}).get("template") or {}).get("spec") or {})
-        where = f"daemonset {metadata.get('namespace', '')}/{metadata.get('name', '')}"
+        where = "spec.template."
         return DaemonSet(
             namespace=metadata.get("namespace", ""),
             name=metadata.get("name", ""),

@@ -185,6 +185,49 @@ def item_decoder(kind: str) -> msgspec.json.Decoder[Any]:
     return msgspec.json.Decoder(_ITEM_TYPES[kind])
 
 
+# The key under which an object its schema refused carries the problem (a field of the wrong type:
+# no API server serves one, but a fake or a dump can hold it). Readers leave such an object out
+# with a warning (kube/parse.py's `readable`), never the list it came in.
+UNREADABLE_KEY = "<unreadable>"
+
+
+class _PageDoc(TypedDict, total=False):
+    metadata: ListMetaDoc
+    items: list[msgspec.Raw]
+
+
+_page_decoder = msgspec.json.Decoder(_PageDoc)
+_any_decoder = msgspec.json.Decoder(dict[str, Any])
+
+
+def decode_item(kind: str, data: bytes | msgspec.Raw) -> dict[str, Any]:
+    """One object with the pruned schema of `kind`; one that does not fit it comes back as its
+    metadata and the problem under UNREADABLE_KEY."""
+    try:
+        document: dict[str, Any] = item_decoder(kind).decode(data)
+        return document
+    except msgspec.ValidationError as exc:
+        try:
+            metadata = _any_decoder.decode(data).get("metadata")
+        except msgspec.DecodeError:
+            metadata = None
+        return {"metadata": metadata if isinstance(metadata, dict) else {}, UNREADABLE_KEY: str(exc)}
+
+
+def decode_list(kind: str, body: bytes) -> dict[str, Any]:
+    """A list response of `kind`: decoded in one pass; when an item does not fit its schema, item
+    by item (decode_item), so one object never fails the page. msgspec.DecodeError: not a list."""
+    try:
+        page: dict[str, Any] = list_decoder(kind).decode(body)
+        return page
+    except msgspec.ValidationError:
+        loose = _page_decoder.decode(body)
+        return {
+            "metadata": loose.get("metadata") or {},
+            "items": [decode_item(kind, raw) for raw in loose.get("items") or ()],
+        }
+
+
 class EnvelopeDoc(TypedDict, total=False):
     """Any document: its kind and, for lists, the still-encoded items."""
 

@@ -35,7 +35,8 @@ from reconciler.config.documents import JSON_TOO_DEEP, parse_yaml_all
 from reconciler.domain.errors import UserError
 from reconciler.domain.model import ClusterState
 from reconciler.domain.snapshot_completeness import COMPLETE_DUMP
-from reconciler.kube.schema import READ_KINDS, envelope_decoder, item_decoder, kind_decoder
+from reconciler.kube.autoscaler import DEFAULT_LEASE, DEFAULT_NAMESPACES, DEFAULT_STATUS_CONFIGMAP
+from reconciler.kube.schema import READ_KINDS, decode_item, envelope_decoder, kind_decoder
 from reconciler.kube.state import StateBuilder
 
 _SUFFIXES = (".json", ".yaml", ".yml")
@@ -50,19 +51,28 @@ Object = tuple[str, Mapping[str, Any]]
 _A_LIST: Object = ("<list>", {})
 
 
-def read_snapshot(path: Path, now: datetime, autoscaler_names: tuple[str, str] | None = None) -> ClusterState:
-    """`autoscaler_names`: cluster-autoscaler's Lease and status ConfigMap names (the defaults without)."""
+def read_snapshot(
+    path: Path,
+    now: datetime,
+    autoscaler_names: tuple[str, str] | None = None,
+    autoscaler_namespaces: tuple[str, ...] = DEFAULT_NAMESPACES,
+) -> ClusterState:
+    """`autoscaler_names`: cluster-autoscaler's Lease and status ConfigMap names (the defaults without);
+    `autoscaler_namespaces`: where they count as evidence."""
     collecting = gc.isenabled()
     gc.disable()  # as in live listing: many long-lived objects, no cycles
     try:
-        return _read_snapshot(path, now, autoscaler_names)
+        return _read_snapshot(path, now, autoscaler_names, autoscaler_namespaces)
     finally:
         if collecting:
             gc.enable()
 
 
-def _read_snapshot(path: Path, now: datetime, autoscaler_names: tuple[str, str] | None) -> ClusterState:
-    builder = StateBuilder(*autoscaler_names) if autoscaler_names else StateBuilder()
+def _read_snapshot(
+    path: Path, now: datetime, autoscaler_names: tuple[str, str] | None, namespaces: tuple[str, ...]
+) -> ClusterState:
+    lease, status = autoscaler_names or (DEFAULT_LEASE, DEFAULT_STATUS_CONFIGMAP)
+    builder = StateBuilder(lease, status, namespaces)
     files = _files(path)
     if not files:
         raise UserError(f"{path}: no .json or .yaml files in this directory (pass a kubectl dump)")
@@ -73,10 +83,7 @@ def _read_snapshot(path: Path, now: datetime, autoscaler_names: tuple[str, str] 
             if found_object is _A_LIST:
                 continue
             kind, raw = found_object
-            try:
-                builder.add(kind, raw)
-            except UserError as exc:
-                raise UserError(f"{file}: {exc}") from None
+            builder.add(kind, raw)  # one it cannot read (schema.UNREADABLE_KEY too) is left out, warned
     if found == 0:
         raise UserError(f"{path}: no Kubernetes objects found (expected kubectl -o json or -o yaml output)")
     return builder.build(now)
@@ -129,7 +136,7 @@ def _pruned(envelope: Mapping[str, Any], data: bytes, file: Path) -> Iterator[Ob
             if not kind:
                 raise UserError(_NO_KIND.format(file=file))
             if kind in READ_KINDS:
-                yield kind, item_decoder(kind).decode(data)
+                yield kind, decode_item(kind, data)
             return
         if kind:
             yield _A_LIST
@@ -139,7 +146,7 @@ def _pruned(envelope: Mapping[str, Any], data: bytes, file: Path) -> Iterator[Ob
             if not this_kind:
                 raise UserError(_NO_KIND.format(file=file))
             if this_kind in READ_KINDS:
-                yield this_kind, item_decoder(this_kind).decode(raw)
+                yield this_kind, decode_item(this_kind, raw)
     except msgspec.ValidationError as exc:
         raise UserError(f"{file}: not a valid Kubernetes object: {exc}") from None
 

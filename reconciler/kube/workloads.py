@@ -23,12 +23,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
-
-from reconciler.config.documents import parse_yaml, plain
+from reconciler.config.documents import plain
 from reconciler.domain.errors import UserError
-from reconciler.domain.model import ClusterState, LabelSelector, OwnerRef, Pod
-from reconciler.kube.parse import ObjectReader, label_selector
+from reconciler.domain.model import ClusterState, LabelSelector, OwnerRef, Pod, Resources
+from reconciler.domain.quantity import format_bytes, format_cpu
+from reconciler.kube.manifest_files import InputBudget, Source, documents, line_of, manifest_files
+from reconciler.kube.names import names_problem, object_name_problem
+from reconciler.kube.parse import UNREADABLE, ObjectReader, label_selector
+from reconciler.kube.workload_schema import dotted, schema_problem, schema_version
 from reconciler.kube.workload_shape import shape_problem
 
 DEPLOYMENT = "Deployment"
@@ -92,27 +94,16 @@ BUILTIN_PRIORITIES: Mapping[str, int] = {
     "system-cluster-critical": 2000000000,
 }
 MAX_ADDED_PODS = 100_000  # what one what-if simulates at most: a typo of replicas is not a plan
+# ... and the pod objects it builds, counted in the values of their templates that the pod parser
+# reads (`template_size`): pods x (containers + volumes + claim templates + ...). A 10 KB StatefulSet
+# of 100,000 replicas and 500 volumeClaimTemplates is 50 million volumes: a MemoryError, not a plan.
+MAX_WORK = 4_000_000
+# container fields the pod parser never reads (commands, environment, probes) cost nothing per pod
+_READ_CONTAINER_KEYS = frozenset({"name", "resources", "ports", "restartPolicy"})
 DEFAULT_NAMESPACE = "default"
 
-_SEPARATOR = re.compile(r"^---(\s.*)?$")  # kubectl's YAMLReader: `---`, then nothing but a comment
 _RUN_SUFFIX = re.compile(r"^(?P<cronjob>.+)-\d+$")  # the CronJob controller names a run <name>-<minutes>
 _TERMINAL = frozenset({"Succeeded", "Failed"})
-_SUFFIXES = (".yaml", ".yml", ".json")
-
-
-@dataclass(frozen=True)
-class Source:
-    """Where an object was read: the file, the document (1-based) and, in a list, the item."""
-
-    file: str
-    document: int
-    line: int | None
-    item: int | None = None
-
-    def __str__(self) -> str:
-        where = f"{self.file}:{self.line}" if self.line else self.file
-        inside = f"document {self.document}" + (f", item {self.item}" if self.item is not None else "")
-        return f"{where}: {inside}"
 
 
 @dataclass(frozen=True)
@@ -129,6 +120,9 @@ class Workload:
     claim_templates: tuple[str, ...] = ()  # a StatefulSet's volumeClaimTemplates
     first_ordinal: int = 0  # a StatefulSet's spec.ordinals.start
     concurrency: str = "Allow"  # a CronJob's concurrencyPolicy
+    rolls_out: bool = (
+        False  # a changed pod template replaces the running pods (not OnDelete, not a ReplicaSet)
+    )
     note: str = ""  # why it runs fewer pods than it seems to (suspended, ...)
 
     @property
@@ -156,11 +150,13 @@ def read_workloads(paths: Sequence[Path], default_namespace: str = DEFAULT_NAMES
     problem is one UserError naming the file, document and line."""
     workloads: list[Workload] = []
     skipped: list[Skipped] = []
-    for path in _files(paths):
+    budget = InputBudget()
+    for path, target in manifest_files(paths):
         found = 0
-        for source, document in _documents(path):
+        for source, document in documents(path, target, budget):
             for item_source, item in _objects(document, source):
                 found += 1
+                budget.count_object(item_source)
                 one = _workload(item, item_source, default_namespace)
                 if isinstance(one, Skipped):
                     skipped.append(one)
@@ -173,84 +169,72 @@ def read_workloads(paths: Sequence[Path], default_namespace: str = DEFAULT_NAMES
         if w.key in seen:
             raise UserError(f"{w.source}: {w.key} is also in {seen[w.key]} (pass each workload once)")
         seen[w.key] = w.source
+    work = WorkBudget()
+    for w in workloads:  # the most each may add (all its pods), before the cluster is asked anything
+        work.spend(w, w.pods or 0)
     return Manifests(tuple(workloads), tuple(skipped))
 
 
-def _files(paths: Sequence[Path]) -> list[Path]:
-    files: list[Path] = []
-    for path in paths:
-        if not path.is_dir():
-            files.append(path)
-            continue
-        found = sorted(p for p in path.rglob("*") if p.suffix in _SUFFIXES and p.is_file())
-        if not found:
-            raise UserError(f"{path}: no .yaml, .yml or .json files in this directory")
-        files.extend(found)
-    return files
+def template_size(workload: Workload) -> int:
+    """What one of the workload's pods costs to build and plan: the values of its pod template the
+    pod parser reads, each claim template counted as the volume it adds (counted iteratively:
+    width is not bounded, only depth)."""
+    size = 1 + 3 * len(workload.claim_templates)
+    spec = dict(workload.template.get("spec") or {})
+    for key in ("containers", "initContainers"):  # of a container, only what the parser reads
+        if isinstance(spec.get(key), list):
+            spec[key] = [
+                {k: v for k, v in c.items() if k in _READ_CONTAINER_KEYS} if isinstance(c, dict) else c
+                for c in spec[key]
+            ]
+    spec.pop("ephemeralContainers", None)
+    pending: list[Any] = [workload.template.get("metadata"), spec]
+    while pending:
+        node = pending.pop()
+        size += 1
+        if isinstance(node, dict):
+            pending.extend(node.values())
+        elif isinstance(node, list):
+            pending.extend(node)
+    return size
 
 
-# A workload file is read whole before it is parsed: bound it so a wrong path (a device, a FIFO, a
-# multi-GB dump) is one line, not a hung or swapping `what-if`. The API server takes at most 3 MiB per
-# object; 32 MiB is room for hundreds of objects in one file.
-MAX_FILE_BYTES = 32 * 1024 * 1024
+@dataclass
+class WorkBudget:
+    """What is left of MAX_ADDED_PODS and MAX_WORK for one what-if: spent before any pod is built."""
 
+    pods: int = field(default_factory=lambda: MAX_ADDED_PODS)
+    work: int = field(default_factory=lambda: MAX_WORK)
 
-def _read_text(path: Path) -> str:
-    try:
-        if not path.is_file():
-            if not path.exists():
-                raise FileNotFoundError(path)
-            raise UserError(f"{path}: not a regular file (pass Kubernetes YAML or JSON manifests)")
-        with path.open("rb") as handle:
-            data = handle.read(MAX_FILE_BYTES + 1)
-        if len(data) > MAX_FILE_BYTES:
+    def spend(self, workload: Workload, count: int, what: str = "") -> None:
+        """Take `count` pods of `workload`, or a UserError naming its file, object and the field
+        that asks for them, before anything is allocated."""
+        if not count:
+            return
+        size = template_size(workload)
+        field_name = what or _COUNT_FIELDS.get(workload.kind, "spec.replicas")
+        where = f"{workload.source}: {workload.key}: {field_name}"
+        if count > self.pods:
             raise UserError(
-                f"{path}: larger than {MAX_FILE_BYTES // 2**20} MiB; pass the workload manifests you are "
-                "changing, not a dump of the cluster (what-if reads the cluster itself)"
+                f"{where}: adds {count} pod(s), more than what-if simulates ({MAX_ADDED_PODS} in all); "
+                "lower it"
             )
-        return data.decode("utf-8")
-    except FileNotFoundError:
-        raise UserError(f"{path}: file not found (pass Kubernetes YAML or JSON manifests)") from None
-    except UnicodeDecodeError:
-        raise UserError(f"{path}: not a text file (expected UTF-8 YAML or JSON)") from None
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read: {exc.strerror}") from None
+        if count * size > self.work:
+            raise UserError(
+                f"{where}: {count} pod(s) of {size} values each (containers, volumes, claim templates, "
+                f"...) is more than what-if builds ({MAX_WORK:,} values in all); lower it or split "
+                "the change"
+            )
+        self.pods -= count
+        self.work -= count * size
 
 
-def split_documents(text: str) -> Iterator[tuple[int, str]]:
-    """(first line index, text) of each `---`-separated document, as kubectl splits them."""
-    start, lines = 0, text.splitlines(keepends=True)
-    for index, line in enumerate(lines):
-        if _SEPARATOR.match(line.rstrip("\r\n")) and not line.startswith("----"):
-            yield start, "".join(lines[start:index])
-            start = index + 1
-    yield start, "".join(lines[start:])
-
-
-def _documents(path: Path) -> Iterator[tuple[Source, Any]]:
-    text = _read_text(path)
-    for number, (offset, chunk) in enumerate(split_documents(text), start=1):
-        if not chunk.strip():
-            continue
-        # every line number (the parser's too) is the file's: the document starts on line `offset`
-        document = parse_yaml(chunk, str(path), first_line=offset)
-        if document is None:
-            continue  # only comments
-        yield Source(str(path), number, _line(document) or offset + 1), document
-
-
-def _line(node: Any, key: str | int | None = None) -> int | None:
-    """1-based line of `node` (or of its `key`) in the file, when the round-trip parser kept it."""
-    try:
-        if key is None:
-            return int(node.lc.line) + 1 if isinstance(node, CommentedMap | CommentedSeq) else None
-        if isinstance(node, CommentedMap) and key in node:
-            return int(node.lc.key(key)[0]) + 1
-        if isinstance(node, CommentedSeq) and isinstance(key, int) and key < len(node):
-            return int(node.lc.item(key)[0]) + 1
-    except (AttributeError, KeyError, TypeError):
-        return None
-    return None
+_COUNT_FIELDS = {
+    JOB: "spec.parallelism",
+    CRON_JOB: "spec.jobTemplate.spec.parallelism",
+    POD: "spec",
+    DAEMON_SET: "one pod per node it selects",
+}
 
 
 def _objects(document: Any, source: Source) -> Iterator[tuple[Source, Any]]:
@@ -267,7 +251,7 @@ def _objects(document: Any, source: Source) -> Iterator[tuple[Source, Any]]:
             raise UserError(f"{source}: items: must be a list of objects (got {_type_name(items)})")
         item_kind = kind[: -len("List")]
         for index, item in enumerate(items):
-            where = Source(source.file, source.document, _line(items, index) or source.line, index)
+            where = Source(source.file, source.document, line_of(items, index) or source.line, index)
             if isinstance(item, dict) and item_kind and "kind" not in item:
                 item = {**item, "kind": item_kind}
             if isinstance(item, dict) and isinstance(item.get("kind"), str) and item["kind"].endswith("List"):
@@ -284,7 +268,12 @@ def _type_name(value: Any) -> str:
         return "a list"
     if isinstance(value, dict):
         return "a mapping"
-    return f"{type(value).__name__} {str(value)[:40]!r}"
+    # the type only, never the value: a file's content is not quoted back (it may not be a manifest)
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "true or false"
+    return "a number" if isinstance(value, int | float) else type(value).__name__
 
 
 def _group(api_version: Any) -> str | None:
@@ -303,10 +292,14 @@ def _workload(raw: Any, source: Source, default_namespace: str) -> Workload | Sk
     name = metadata.get("name") or metadata.get("generateName")
     if not isinstance(name, str) or not name:
         raise UserError(f"{source}: {kind}: metadata.name: missing (name the object)")
-    label = Source(source.file, source.document, _line(raw, "kind") or source.line, source.item)
+    label = Source(source.file, source.document, line_of(raw, "kind") or source.line, source.item)
     group = _group(raw.get("apiVersion"))
     if kind in POD_LESS_KINDS and group is not None:
+        _check_schema(raw, source, f"{kind} {name}")
         return Skipped(label, kind, name)
+    named = object_name_problem(metadata, default_namespace)
+    if named is not None:
+        raise UserError(f"{label}: {kind}: {named}")
     if kind not in WORKLOAD_KINDS or group not in WORKLOAD_KINDS[kind]:
         shown = f"{raw.get('apiVersion')} {kind}" if raw.get("apiVersion") else kind
         if group is None:
@@ -327,29 +320,49 @@ def _workload(raw: Any, source: Source, default_namespace: str) -> Workload | Sk
         raise UserError(f"{label}: {kind} {name}: spec: missing")
     where = f"{label}: {kind} {name}"
     whole = plain(raw)
-    problem = shape_problem(kind, whole)
+    problem = shape_problem(kind, whole) or names_problem(kind, whole)
     if problem is not None:
         raise UserError(f"{where}: {problem}")
     builder = _KINDS[kind]
     workload = builder(whole, whole["spec"], where, label, namespace, name)
+    _check_schema(raw, source, f"{kind} {name}")
     _probe(workload, where)
     return workload
+
+
+def _check_schema(raw: Any, source: Source, what: str) -> None:
+    """The official schema of the object's kind (`workload_schema`): the first problem as one line
+    naming the file, the field's own line, the object and the field's path."""
+    found = schema_problem(plain(raw))
+    if found is None:
+        return
+    path, message = found
+    line, node = source.line, raw
+    for key in path:
+        line = line_of(node, key) or line
+        try:
+            node = node[key]
+        except (KeyError, IndexError, TypeError):
+            break
+    where = Source(source.file, source.document, line, source.item)
+    raise UserError(
+        f"{where}: {what}: {dotted(path)}: {message} (checked against the Kubernetes "
+        f"{schema_version()} schema)"
+    )
 
 
 def _probe(workload: Workload, where: str) -> None:
     """Read one pod of the template now, so a bad quantity is a mistake in this file, found before
     the cluster is asked anything, not a failure halfway through the plan."""
     reader = ObjectReader()
-    prefix = f"pod {workload.namespace}/{workload.name}: "
-    try:
+    try:  # the pod first: its errors name the field from the pod's spec down
+        reader.pod(pod_object(workload, workload.name, priority=0))
         if workload.kind == DAEMON_SET:
             reader.daemonset(daemonset_object(workload))
-        reader.pod(pod_object(workload, workload.name, priority=0))
-    except UserError as exc:
-        message = str(exc).removeprefix(prefix)
-        message = message.removeprefix(f"daemonset {workload.namespace}/{workload.name}: ")
-        path = "spec" if workload.kind == POD else "spec.template"
-        raise UserError(f"{where}: {path}: {message}") from None
+    except UNREADABLE as exc:
+        message = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
+        path = "" if workload.kind == POD or not message.startswith("spec.") else "spec.template."
+        raise UserError(f"{where}: {path}{message}") from None
 
 
 def _count(spec: Mapping[str, Any], key: str, where: str, default: int | None) -> int | None:
@@ -417,7 +430,20 @@ def _replicated(
         _selector(spec, where, plain_map=kind == REPLICATION_CONTROLLER),
         claims,
         first,
+        rolls_out=_rolls_out(kind, spec),
     )
+
+
+def _rolls_out(kind: str, spec: Mapping[str, Any]) -> bool:
+    """Whether the controller replaces running pods when the template changes: a Deployment always
+    (RollingUpdate or Recreate), a StatefulSet unless `updateStrategy.type: OnDelete`; a ReplicaSet
+    or ReplicationController never (its running pods keep the old template)."""
+    if kind == DEPLOYMENT:
+        return True
+    if kind == STATEFUL_SET:
+        strategy = spec.get("updateStrategy")
+        return not (isinstance(strategy, dict) and strategy.get("type") == "OnDelete")
+    return False
 
 
 def _job_pods(spec: Mapping[str, Any], where: str) -> tuple[int, str]:
@@ -461,7 +487,10 @@ def _pod(
 def _daemon_set(
     raw: Mapping[str, Any], spec: Mapping[str, Any], where: str, source: Source, namespace: str, name: str
 ) -> Workload:
-    return Workload(source, DAEMON_SET, namespace, name, None, _template(spec, where), _selector(spec, where))
+    strategy = spec.get("updateStrategy")
+    on_delete = isinstance(strategy, dict) and strategy.get("type") == "OnDelete"
+    template, selector = _template(spec, where), _selector(spec, where)
+    return Workload(source, DAEMON_SET, namespace, name, None, template, selector, rolls_out=not on_delete)
 
 
 _KINDS = {
@@ -488,6 +517,7 @@ class Change:
     added: tuple[Pod, ...] = ()
     note: str = ""
     nodes: tuple[str, ...] = field(default=())  # a DaemonSet: the existing nodes it would run on
+    replaced: tuple[Pod, ...] = ()  # running pods a rollout of the changed template removes
 
 
 def running_pods(workload: Workload, state: ClusterState) -> list[Pod]:
@@ -607,9 +637,9 @@ def controller_owner(workload: Workload) -> OwnerRef:
     return OwnerRef(workload.kind, workload.name)
 
 
-def added_pods(workload: Workload, state: ClusterState, reader: ObjectReader, budget: int) -> Change:
+def added_pods(workload: Workload, state: ClusterState, reader: ObjectReader, budget: WorkBudget) -> Change:
     """The pods a replicated workload, Job, CronJob or Pod adds to the cluster as it is: its wanted
-    pods beyond those it runs now. `budget`: how many more pods this what-if may still add."""
+    pods beyond those it runs now. `budget`: what this what-if may still build (spent here)."""
     running = running_pods(workload, state)
     wanted = workload.pods or 0  # never None here: a DaemonSet's pods depend on the nodes
     if workload.kind == CRON_JOB and workload.concurrency == "Allow":
@@ -620,6 +650,9 @@ def added_pods(workload: Workload, state: ClusterState, reader: ObjectReader, bu
         counted = len(running)
     priority, priority_note = priority_of(workload, running)
     notes = [n for n in (workload.note, priority_note) if n]
+    stale = _stale(workload, running, reader, priority) if workload.rolls_out else []
+    if stale:
+        return _rollout(workload, running, stale, reader, budget, priority, notes)
     if counted >= wanted:
         if wanted < counted:
             notes.insert(0, f"scales down from {counted} to {wanted} pod(s): adds nothing")
@@ -627,11 +660,7 @@ def added_pods(workload: Workload, state: ClusterState, reader: ObjectReader, bu
             notes.insert(0, f"unchanged: its {counted} pod(s) already there")
         return Change(workload, counted, (), "; ".join(notes))
     count = wanted - counted
-    if count > budget:
-        raise UserError(
-            f"{workload.source}: {workload.key}: adds {count} pod(s), more than what-if simulates "
-            f"({MAX_ADDED_PODS} in all); lower its replicas or parallelism"
-        )
+    budget.spend(workload, count)
     names = _new_names(workload, running, count)
     owner = controller_owner(workload)
     pods = []
@@ -642,6 +671,69 @@ def added_pods(workload: Workload, state: ClusterState, reader: ObjectReader, bu
     if counted:
         notes.insert(0, f"{counted} pod(s) running: adds {count}")
     return Change(workload, counted, tuple(pods), "; ".join(notes))
+
+
+def _stale(workload: Workload, running: Sequence[Pod], reader: ObjectReader, priority: int) -> list[Pod]:
+    """The running pods whose requests the file's template changes: a rollout replaces them."""
+    if not running:
+        return []
+    new = reader.pod(pod_object(workload, workload.name, priority=priority)).requests
+    return [p for p in running if p.requests != new]
+
+
+def describe_requests(requests: Resources) -> str:
+    """`cpu 100m, memory 1Gi`: the resources a pod asks for, as people write them."""
+    parts = []
+    for name, amount in sorted(requests.values.items()):
+        if name == "cpu":
+            parts.append(f"cpu {format_cpu(amount)}")
+        elif name in ("memory", "ephemeral-storage") or name.startswith("hugepages-"):
+            parts.append(f"{name} {format_bytes(amount)}")
+        else:
+            parts.append(f"{name} {amount}")
+    return ", ".join(parts) or "nothing"
+
+
+def _rollout(
+    workload: Workload,
+    running: Sequence[Pod],
+    stale: Sequence[Pod],
+    reader: ObjectReader,
+    budget: WorkBudget,
+    priority: int,
+    notes: list[str],
+) -> Change:
+    """A changed template of a running Deployment or StatefulSet: its controller replaces every pod,
+    so the answer is the cluster after the rollout: the old pods gone, all the wanted pods at the
+    new requests pending (a StatefulSet's under their own names, with their own claims)."""
+    wanted = workload.pods or 0
+    budget.spend(workload, wanted)
+    if workload.kind == STATEFUL_SET:
+        names = [f"{workload.name}-{workload.first_ordinal + n}" for n in range(wanted)]
+    else:
+        names = [f"{workload.name}-what-if-{n}" for n in range(1, wanted + 1)]
+    owner = controller_owner(workload)
+    pods = tuple(
+        reader.pod(
+            pod_object(
+                workload,
+                name,
+                priority=priority,
+                claims={c: f"{c}-{name}" for c in workload.claim_templates},
+                owner=owner,
+            )
+        )
+        for name in names
+    )
+    old = describe_requests(stale[0].requests)
+    new = describe_requests(pods[0].requests) if pods else "nothing"
+    notes.insert(
+        0,
+        f"rollout: the template changes its pods' requests ({old} -> {new}), so its {len(running)} "
+        f"running pod(s) are replaced by {wanted} at the new requests (planned as the cluster after "
+        "the rollout)",
+    )
+    return Change(workload, len(running), pods, "; ".join(notes), replaced=tuple(running))
 
 
 def _pod_exists(workload: Workload, state: ClusterState) -> bool:

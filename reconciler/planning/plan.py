@@ -1,8 +1,10 @@
 """The planner: cluster state and node groups in, one Plan out. Pure and deterministic.
 
 Order of work, each step on one shared simulation (a NodePool of real and upcoming nodes):
-1. baselines (DESIGN §3.1), backoffs for groups whose instances never registered;
-2. upcoming capacity: young unregistered instances and committed-but-unapplied increases;
+1. baselines (DESIGN §3.1), backoffs for groups whose instances never registered or whose launches
+   AWS reports failed (§3.12: their unfilled desired is not on its way);
+2. upcoming capacity: young unregistered instances, desired AWS is still launching, and
+   committed-but-unapplied increases;
 3. pending pods that fit existing or upcoming capacity are taken out;
 4. approved removals: kept if their pods still fit elsewhere, cancelled where pending pods need
    the room (cheaper and safer than new nodes; approved sets only shrink, §3.3);
@@ -21,13 +23,14 @@ from reconciler.config.settings import Config
 from reconciler.domain.backoff import Backoff as Schedule
 from reconciler.domain.durations import format_duration, parse_duration
 from reconciler.domain.inventory import GroupInventory
-from reconciler.domain.model import CPU, MEMORY, POD_SCALE_UP_DELAY, Instance, Node, Pod
+from reconciler.domain.model import CPU, MEMORY, POD_SCALE_UP_DELAY, DaemonSet, Instance, Node, Pod
 from reconciler.domain.windows import closed_notice, longest_wait
 from reconciler.planning import headroom
 from reconciler.planning.baseline import Baseline, baseline
 from reconciler.planning.capacity_units import nodes_within, units, units_per_node
 from reconciler.planning.drainability import stays_on_node
 from reconciler.planning.existing import existing_node
+from reconciler.planning.launch_failures import launch_failure
 from reconciler.planning.placement import NodePool
 from reconciler.planning.predicates import PredicateContext, pvc_zones, unmodelled
 from reconciler.planning.pricing import NodePrice, monthly, node_price
@@ -42,6 +45,7 @@ from reconciler.planning.types import (
     Backoff,
     GroupPlan,
     HeadroomPlan,
+    LaunchFailure,
     Plan,
     PlanInputs,
     PlannerMemory,
@@ -61,12 +65,28 @@ class _Group:
     upcoming: int = 0
     stale: tuple[Instance, ...] = ()
     backoff: Backoff | None = None
+    launch: LaunchFailure | None = None  # AWS reports its launches failed (its backoff may have ended)
+    failed: int = 0  # unfilled desired AWS could not launch: not upcoming while backed off for it
     cancelled: tuple[str, ...] = ()
     kept: tuple[str, ...] = ()  # approved removals still going ahead
 
     @property
     def name(self) -> str:
         return self.inventory.name
+
+    @property
+    def backed_off(self) -> bool:
+        """Skipped by scale-up in this plan: instances never registered, or a launch failed."""
+        return self.backoff is not None or self.failed > 0
+
+    @property
+    def backoff_until(self) -> datetime | None:
+        ends = [b for b in (self.backoff.until if self.backoff else None, self.launch_until) if b is not None]
+        return max(ends) if ends else None
+
+    @property
+    def launch_until(self) -> datetime | None:
+        return self.launch.until if self.launch is not None and self.failed else None
 
 
 @dataclass
@@ -126,25 +146,42 @@ def _start(inputs: PlanInputs) -> _Work:
 
 
 def _upcoming_capacity(work: _Work) -> None:
-    """Steps 1-2: each group's backoff (instances that never came up), and the capacity already on
-    its way (launching instances, increases not yet applied) added to the pool as template nodes,
-    so pending pods that will fit there do not ask for more."""
+    """Steps 1-2: each group's backoff (instances that never came up, launches AWS reports failed),
+    and the capacity already on its way (launching instances, desired AWS is still launching, increases
+    not yet applied) added to the pool as template nodes, so pending pods that will fit there do not
+    ask for more. Desired AWS could not launch is not on its way while the group is backed off for it
+    (DESIGN §3.12); once that backoff ends it counts again, as AWS keeps trying (CA tries again)."""
     inputs, now, config = work.inputs, work.inputs.now, work.inputs.config
     daemonsets = inputs.inventory.state.daemonsets
+    unfit: dict[tuple[str, str], list[str]] = {}  # DaemonSet -> groups whose new nodes cannot hold it
     for g in work.groups:
         template = g.inventory.template
+        left_out: list[DaemonSet] = []
         work.bases[g.name] = (
             None
             if template is None
             else SimNode.from_template(
-                template, daemonsets, name=f"{g.name}-template", zones=g.inventory.group.zones, group=g.name
+                template,
+                daemonsets,
+                name=f"{g.name}-template",
+                zones=g.inventory.group.zones,
+                group=g.name,
+                unfit=left_out,
             )
         )
+        for ds in left_out:
+            unfit.setdefault((ds.namespace, ds.name), []).append(g.name)
         young = [i for i in g.inventory.unregistered if i.lifecycle_state in _LAUNCHING]
         g.stale = tuple(i for i in young if _age(i, now) > config.scale_up.max_node_provision_time)
-        # an increase not yet applied is in capacity units (WeightedCapacity): in nodes it is fewer
+        unfilled = g.inventory.group.unfilled
+        g.launch = launch_failure(g.inventory.group, config.scale_up, now)
+        g.failed = unfilled if g.launch is not None and g.launch.until > now else 0
+        # with Launch suspended AWS launches nothing: the desired it lacks is not on its way
+        coming = 0 if g.inventory.group.launch_suspended else unfilled - g.failed
+        # desired not yet launched and an increase not yet applied are capacity units
+        # (WeightedCapacity): in nodes of the template they may be fewer
         per_node = units_per_node(g.inventory.group, template)
-        g.upcoming = len(young) - len(g.stale) + nodes_within(g.base.unapplied_increase, per_node)
+        g.upcoming = len(young) - len(g.stale) + nodes_within(g.base.unapplied_increase + coming, per_node)
         g.backoff = _backoff(g, inputs.memory.backoffs.get(g.name), now, config)
         if g.backoff is not None:
             work.backoffs[g.name] = g.backoff
@@ -152,6 +189,11 @@ def _upcoming_capacity(work: _Work) -> None:
         if base is not None:
             for index in range(g.upcoming):
                 work.pool.add_node(base.copy(f"{g.name}-upcoming-{index + 1}"))
+    for (namespace, name), names in sorted(unfit.items()):
+        work.warnings.append(
+            f"daemonset {namespace}/{name} asks for more than a new node of {', '.join(names)} has "
+            "left: its pod would stay Pending there, so it is not counted on those nodes"
+        )
 
 
 def _place_pending(work: _Work) -> None:
@@ -162,7 +204,7 @@ def _place_pending(work: _Work) -> None:
         for g in work.groups
         if (base := work.bases[g.name]) is not None
         and not g.base.held
-        and g.backoff is None
+        and not g.backed_off
         and g.base.capacity < g.inventory.group.max_size
     )
     pending = _pending_pods(work.inputs, work.outcomes, work.topology, work.warnings)
@@ -270,7 +312,8 @@ def _scale_down(
     if not inputs.config.scale_down.enabled:
         return None
     exclusions = {g.name: why for g in work.groups if (why := _no_scale_down(g, grown[g.name]))}
-    capacity = {g.name: g.base.capacity + len(g.cancelled) + grown[g.name] for g in work.groups}
+    # desired AWS could not launch holds no node: min size is judged on what exists (the safe side)
+    capacity = {g.name: g.base.capacity + len(g.cancelled) + grown[g.name] - g.failed for g in work.groups}
     return plan_scale_down(
         inputs,
         work.pool,
@@ -306,6 +349,7 @@ def _assemble(
         )
         for need in wanted
     }
+    failing = tuple(g for g in work.groups if g.failed)
     group_plans = tuple(
         _priced(
             _group_plan(
@@ -314,6 +358,7 @@ def _assemble(
                 up.pods_by_group.get(g.name, 0),
                 removals.get(g.name, ()),
                 rooms.get(g.name),
+                failing,
             ),
             work.prices.get(g.name),
         )
@@ -499,6 +544,13 @@ def _candidate(g: _Group, base: SimNode | None, max_step: int) -> Candidate:
     blocked = ""
     if g.base.held:
         blocked = f"{g.name} is held in the manifest"
+    elif group.launch_suspended:
+        blocked = f"{g.name}: its Launch process is suspended (AWS launches nothing for a raise)"
+    elif g.failed and g.launch is not None:
+        blocked = (
+            f"{g.name} backed off until {g.launch.until:%H:%M}: AWS could not launch "
+            f"{g.failed} instance(s), {g.launch.describe()}"
+        )
     elif g.backoff is not None:
         blocked = (
             f"{g.name} backed off until {g.backoff.until:%H:%M} ({len(g.stale)} instance(s) did not register)"
@@ -538,8 +590,11 @@ def _group_plan(
     pods_helped: int,
     removals: tuple[Removal, ...],
     room: HeadroomPlan | None,
+    failing: Sequence[_Group] = (),
 ) -> GroupPlan:
-    """`new_nodes`: those the real pending pods need; the headroom's come on top (`room.added`)."""
+    """`new_nodes`: those the real pending pods need; the headroom's come on top (`room.added`).
+    `failing`: the groups backed off in this plan because AWS could not launch for them, named in a
+    scale-up's reason (the pods come here instead)."""
     group = g.inventory.group
     approved = tuple(Removal(i, _node_of(g, i), None, "approved, not yet applied", None) for i in g.kept)
     for_headroom = room.added if room is not None else 0
@@ -551,7 +606,14 @@ def _group_plan(
     instance_type = g.inventory.template.instance_type if g.inventory.template else "?"
     if new_nodes:
         action = SCALE_UP
-        reasons.append(f"{pods_helped} pending pod(s) need {new_nodes} × {instance_type}")
+        text = f"{pods_helped} pending pod(s) need {new_nodes} × {instance_type}"
+        others = [f for f in failing if f.name != g.name and f.launch is not None]
+        if others:
+            text += " (backed off, AWS could not launch: " + ", ".join(
+                f"{f.name} {f.launch.describe()}" for f in others if f.launch is not None
+            )
+            text += ")"
+        reasons.append(text)
     if added_units != new_nodes + for_headroom:
         reasons.append(
             f"{added_units} capacity units for {new_nodes + for_headroom} node(s): WeightedCapacity, "
@@ -581,6 +643,8 @@ def _group_plan(
         )
     if g.stale:
         reasons.append(f"{len(g.stale)} instance(s) unregistered longer than scaleUp.maxNodeProvisionTime")
+    if g.launch is not None:
+        reasons.append(_launch_reason(g))
     return GroupPlan(
         name=g.name,
         min_size=group.min_size,
@@ -594,10 +658,31 @@ def _group_plan(
         held=g.base.held,
         upcoming=g.upcoming,
         new_nodes=new_nodes + for_headroom,
-        backoff_until=g.backoff.until if g.backoff else None,
+        backoff_until=g.backoff_until,
         warnings=group.warnings,
         headroom=room,
+        launch_failure=g.launch,
+        launch_backoff=g.failed > 0,
     )
+
+
+def _launch_reason(g: _Group) -> str:
+    """What it means for this plan, that desired is left as it is (DESIGN §3.12: lowering it could let
+    AWS pick a running instance to terminate), and what AWS said, in its own words, last."""
+    launch = g.launch
+    assert launch is not None
+    text = (
+        f"AWS could not launch {launch.unfilled} of desired {g.inventory.group.desired}: {launch.describe()}"
+    )
+    text += f", {launch.failures} failed attempt(s) since {launch.since:%H:%M}"
+    if g.failed:
+        text += (
+            f"; backed off until {launch.until:%H:%M}, not counted as upcoming (desired left as it is: AWS "
+            "keeps trying, and an instance that launches late is proposed for removal by name if unneeded)"
+        )
+    else:
+        text += f"; backoff ended at {launch.until:%H:%M}: counted as upcoming again while AWS keeps trying"
+    return text + (f"; AWS says: {launch.last.message}" if launch.last.message else "")
 
 
 def _node_of(g: _Group, instance_id: str) -> str | None:

@@ -4,7 +4,10 @@ Unlike cluster-autoscaler, which expands one group per loop, this keeps choosing
 helpable pod is placed: each round estimates every candidate group for the pods still waiting, lets
 the expander chain pick one option, books its new nodes into the pool, and goes again with what is
 left. Caps come from the group (max size, unapplied increases, backoff), `scaleUp.maxStep` and the
-cluster-wide `limits`.
+cluster-wide `limits`. Pods are served in tiers of priority, highest first (as kube-scheduler's queue
+serves them), so those caps are spent on the pods that matter most: cluster-autoscaler weighs every
+pending pod alike in its options, and fifty priority-0 pods could use up `maxNodesTotal` before a
+priority-100000 one that needs another group is looked at.
 """
 
 from __future__ import annotations
@@ -127,107 +130,124 @@ def plan_scale_up(
     placements: list[tuple[Pod, str]] = []  # pending pod -> node, in booking order
     round_number = 0
     shapes = _shapes(candidates)
-    while remaining:
-        round_number += 1
-        classes = group_pods(remaining, pool.classifier)
-        options: list[Option] = []
-        estimates: dict[str, Estimate] = {}
-        # Groups alike in all a pod can see (shape, labels, taints, zones) and with the same room get
-        # the same estimate: one per round, unless a class names nodes (matchFields).
-        shared: dict[tuple[object, ...], Estimate] = {}
-        rooms: dict[str, int] = {}
-        by_name_matters = any(
-            t.match_fields for cls in classes for t in cls.representative.scheduling.required_node_affinity
-        )
-        for candidate in candidates:
-            if candidate.blocked or candidate.base is None or candidate.template is None:
-                continue
-            room = candidate.room - candidate.added
-            limit_cap, limit_name = limits.cap(candidate.template)
-            if limit_cap is not None and limit_cap < room:
-                room = limit_cap
-                if room <= 0:
-                    limit_hit[candidate.name] = limit_name
-            if room <= 0:
-                continue
-            memo = candidate.memo
-            if all(memo.get(cls.key) is not None for cls in classes):
-                continue  # every class still waiting was refused by this shape (reasons kept)
-            rooms[candidate.name] = room
-            key = (shapes[candidate.name], room)
-            found = None if by_name_matters else shared.get(key)
-            if found is None:
-                found = shared[key] = estimate(
-                    classes,
-                    candidate.base,
-                    room,
-                    pool.ctx,
-                    name_prefix=f"{candidate.name}-new{round_number}",
-                    fit_memo=candidate.memo,
-                )
-            result = found
-            for cls, reason in (*result.refused, *result.limited):
-                refusals.setdefault(cls.key, {})[candidate.name] = reason
-            if result.helped:
-                estimates[candidate.name] = result
-                options.append(
-                    Option(
-                        candidate.name,
-                        result.node_count,
-                        result.placed,
-                        candidate.template,
-                        candidate.hourly_price,
-                    )
-                )
-        best = chain.best(options)
-        if best is None:
-            break
-        chosen = estimates[best.group]
-        winner = by_name[best.group]
-        if chosen.nodes and not chosen.nodes[0].name.startswith(f"{winner.name}-new{round_number}-"):
-            assert winner.base is not None  # an estimate shared with a group alike: its own nodes
-            chosen = estimate(
-                classes,
-                winner.base,
-                rooms[winner.name],
-                pool.ctx,
-                name_prefix=f"{winner.name}-new{round_number}",
-                fit_memo=winner.memo,
+
+    def settle(pods: list[Pod]) -> list[Pod]:
+        """`pods` onto any node that takes them now (new nodes' spare room included); the rest."""
+        late = pool.place(pods, exclude=exclude)
+        placements.extend(late.placed)
+        for pod, node_name in late.placed:
+            target = pool.get(node_name)
+            if target is not None and node_name in new_names:
+                helped[pod.key] = target.group
+            else:
+                fits_after[pod.key] = node_name
+        moved = {id(p) for p, _ in late.placed}
+        return [p for p in pods if id(p) not in moved]
+
+    waiting: list[Pod] = []  # pods of the tiers done that no group could take
+    for tier_number, tier in enumerate(_by_priority(remaining)):
+        # Higher priorities first, as the scheduler serves them: what bounds growth (limits, max
+        # sizes, maxStep) is spent on them before a lower tier is looked at; a lower tier first
+        # takes the room the nodes added for higher ones left, then grows what is still allowed.
+        remaining = settle(tier) if tier_number else tier
+        while remaining:
+            round_number += 1
+            classes = group_pods(remaining, pool.classifier)
+            options: list[Option] = []
+            estimates: dict[str, Estimate] = {}
+            # Groups alike in all a pod can see (shape, labels, taints, zones) and with the same room get
+            # the same estimate: one per round, unless a class names nodes (matchFields).
+            shared: dict[tuple[object, ...], Estimate] = {}
+            rooms: dict[str, int] = {}
+            by_name_matters = any(
+                t.match_fields
+                for cls in classes
+                for t in cls.representative.scheduling.required_node_affinity
             )
-        owners = (
-            balance(chosen.nodes, by_name[best.group], candidates, pool.ctx)
-            if config.scale_up.balance_similar_node_groups
-            else [by_name[best.group]] * len(chosen.nodes)
-        )
-        for node, owner in zip(chosen.nodes, owners, strict=True):
-            if owner.name != best.group:
-                node = _moved_to(node, owner)
-            node.group = owner.name
-            owner.added += 1
-            assert owner.template is not None  # a group without one has no base and is never chosen
-            limits.book(owner.template, 1)
-            pool.add_node(node)
-            new_names.add(node.name)
-            for pod in node.pods:
-                if not (pod.is_daemonset or pod.is_mirror):  # the new node's own pods
-                    helped[pod.key] = owner.name
-                    placements.append((pod, node.name))
-        placed = {id(p) for p in chosen.placed}
-        remaining = [p for p in remaining if id(p) not in placed]
-        # Pods held back by a domain-wide constraint may fit now that these nodes count (the
-        # spread minimum rose, an affinity match arrived): onto any node, before another group grows.
-        touched = [p for p in remaining if not pool.sticky(p)]
-        if touched:
-            late = pool.place(touched, exclude=exclude)
-            placements.extend(late.placed)
-            for pod, node_name in late.placed:
-                target = pool.get(node_name)
-                if target is not None and node_name in new_names:
-                    helped[pod.key] = target.group
-                else:
-                    fits_after[pod.key] = node_name
-            moved = {id(p) for p, _ in late.placed}
-            remaining = [p for p in remaining if id(p) not in moved]
+            for candidate in candidates:
+                if candidate.blocked or candidate.base is None or candidate.template is None:
+                    continue
+                room = candidate.room - candidate.added
+                limit_cap, limit_name = limits.cap(candidate.template)
+                if limit_cap is not None and limit_cap < room:
+                    room = limit_cap
+                    if room <= 0:
+                        limit_hit[candidate.name] = limit_name
+                if room <= 0:
+                    continue
+                memo = candidate.memo
+                if all(memo.get(cls.key) is not None for cls in classes):
+                    continue  # every class still waiting was refused by this shape (reasons kept)
+                rooms[candidate.name] = room
+                key = (shapes[candidate.name], room)
+                found = None if by_name_matters else shared.get(key)
+                if found is None:
+                    found = shared[key] = estimate(
+                        classes,
+                        candidate.base,
+                        room,
+                        pool.ctx,
+                        name_prefix=f"{candidate.name}-new{round_number}",
+                        fit_memo=candidate.memo,
+                    )
+                result = found
+                for cls, reason in (*result.refused, *result.limited):
+                    refusals.setdefault(cls.key, {})[candidate.name] = reason
+                if result.helped:
+                    estimates[candidate.name] = result
+                    options.append(
+                        Option(
+                            candidate.name,
+                            result.node_count,
+                            result.placed,
+                            candidate.template,
+                            candidate.hourly_price,
+                        )
+                    )
+            best = chain.best(options)
+            if best is None:
+                break
+            chosen = estimates[best.group]
+            winner = by_name[best.group]
+            if chosen.nodes and not chosen.nodes[0].name.startswith(f"{winner.name}-new{round_number}-"):
+                assert winner.base is not None  # an estimate shared with a group alike: its own nodes
+                chosen = estimate(
+                    classes,
+                    winner.base,
+                    rooms[winner.name],
+                    pool.ctx,
+                    name_prefix=f"{winner.name}-new{round_number}",
+                    fit_memo=winner.memo,
+                )
+            owners = (
+                balance(chosen.nodes, by_name[best.group], candidates, pool.ctx)
+                if config.scale_up.balance_similar_node_groups
+                else [by_name[best.group]] * len(chosen.nodes)
+            )
+            for node, owner in zip(chosen.nodes, owners, strict=True):
+                if owner.name != best.group:
+                    node = _moved_to(node, owner)
+                node.group = owner.name
+                owner.added += 1
+                assert owner.template is not None  # a group without one has no base and is never chosen
+                limits.book(owner.template, 1)
+                pool.add_node(node)
+                new_names.add(node.name)
+                for pod in node.pods:
+                    if not (pod.is_daemonset or pod.is_mirror):  # the new node's own pods
+                        helped[pod.key] = owner.name
+                        placements.append((pod, node.name))
+            placed = {id(p) for p in chosen.placed}
+            remaining = [p for p in remaining if id(p) not in placed]
+            # Pods held back by a domain-wide constraint may fit now that these nodes count (the
+            # spread minimum rose, an affinity match arrived): onto any node, before another group grows.
+            touched = [p for p in remaining if not pool.sticky(p)]
+            if touched:
+                unmoved = {id(p) for p in settle(touched)}
+                remaining = [p for p in remaining if pool.sticky(p) or id(p) in unmoved]
+
+        waiting.extend(remaining)
+    remaining = waiting
 
     pods_by_group: dict[str, int] = {}
     for group in helped.values():
@@ -244,6 +264,14 @@ def plan_scale_up(
         fits_after=fits_after,
         placements=tuple(placements),
     )
+
+
+def _by_priority(pods: Sequence[Pod]) -> list[list[Pod]]:
+    """`pods` in tiers of equal priority, highest first, each in the order given."""
+    tiers: dict[int, list[Pod]] = {}
+    for pod in pods:
+        tiers.setdefault(pod.priority, []).append(pod)
+    return [tiers[priority] for priority in sorted(tiers, reverse=True)]
 
 
 def _shapes(candidates: Sequence[Candidate]) -> dict[str, tuple[object, ...]]:

@@ -162,11 +162,16 @@ class SimNode:
         name: str,
         zones: tuple[str, ...] = (),
         group: str = "",
+        unfit: list[DaemonSet] | None = None,
     ) -> SimNode:
         """A node that does not exist yet: the template's labels under a fresh hostname, in whichever
         of `zones` AWS picks, already running what a fresh node runs before any of our pods (CA's
         podsExpectedOnFreshNode): the mirror and DaemonSet pods of the live node the template was
-        copied from, then one pod of every other DaemonSet that would schedule onto it.
+        copied from, then one pod of every other DaemonSet that would schedule onto it and fits in
+        what is left. A DaemonSet's pod goes through kube-scheduler like any other: one that asks for
+        more than the fresh node has left stays Pending there and takes nothing. cluster-autoscaler
+        counts it anyway; then one tenant's DaemonSet asking `memory: 1e33` would leave no room on
+        any new node and stop every scale-up (issue 28). Those left out are appended to `unfit`.
 
         Build it once per group and `copy(name)` it for every further new node: DaemonSet matching is
         the expensive part and is the same for all of them.
@@ -193,7 +198,10 @@ class SimNode:
                 running.add((pod.namespace, owner.name))
         for ds in daemonsets:
             if (ds.namespace, ds.name) not in running and daemonset_runs_on(ds, sim):
-                sim.add(daemonset_pod(ds, name))
+                if _has_room(sim, ds.requests):
+                    sim.add(daemonset_pod(ds, name))
+                elif unfit is not None:
+                    unfit.append(ds)
         return sim
 
     def copy(self, name: str | None = None) -> SimNode:
@@ -362,10 +370,17 @@ def _template_labels(
     return base, (base,)
 
 
+def _has_room(node: SimNode, requests: Resources) -> bool:
+    """Whether a pod of `requests` fits what `node` has left (NodeResourcesFit, a pod slot included)."""
+    if node.pods_free < 1:
+        return False
+    return all(amount <= node.free_amount(name) for name, amount in requests.values.items() if name != PODS)
+
+
 def daemonset_runs_on(ds: DaemonSet, node: SimNode) -> bool:
     """Whether the DaemonSet controller would start a pod on `node`: node selector, required node
-    affinity and taints (with the tolerations the controller adds). Resources are not checked: the
-    DaemonSet pod lands anyway and a node it overfills simply has no room left, which is the truth."""
+    affinity and taints (with the tolerations the controller adds). Resources are the scheduler's
+    question, asked by `from_template`."""
     sched = ds.scheduling
     for labels in node.label_variants:
         if not node_selector_matches(sched.node_selector, labels):

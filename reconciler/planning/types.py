@@ -10,7 +10,7 @@ from typing import Any
 
 from reconciler.config.settings import Config
 from reconciler.domain.inventory import Inventory
-from reconciler.domain.model import CPU, EPHEMERAL_STORAGE, MEMORY, Resources
+from reconciler.domain.model import CPU, EPHEMERAL_STORAGE, MEMORY, LaunchActivity, Resources
 from reconciler.domain.quantity import format_bytes, format_cpu
 
 SCALE_UP = "scale-up"
@@ -64,6 +64,36 @@ class Backoff:
 
     until: datetime
     count: int  # consecutive failures; the next backoff doubles up to scaleUp.maxBackoff
+
+
+@dataclass(frozen=True)
+class LaunchFailure:
+    """A group AWS could not launch instances for: its unfilled desired is not on its way, and the
+    group is backed off until `until` (derived from the failed activities' times alone, so every
+    plan, one-shot or not, finds the same: docs/planning.md "Launches that fail")."""
+
+    last: LaunchActivity  # the newest failed launch: its reason, code and class
+    since: datetime  # the first failure of this run of failures
+    failures: int  # failed attempts since the last successful launch (AWS's retries included)
+    until: datetime  # backed off until then
+    unfilled: int  # desired AWS has no instance for, not counted as upcoming
+
+    def describe(self) -> str:
+        """`InsufficientInstanceCapacity (OutOfResources)`: the code (or "launch failed") and class."""
+        return f"{self.last.code or 'launch failed'} ({self.last.error_class})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "code": self.last.code,
+            "errorClass": self.last.error_class,
+            "status": self.last.status,
+            "message": self.last.message,
+            "lastFailure": self.last.start.isoformat(),
+            "since": self.since.isoformat(),
+            "failures": self.failures,
+            "unfilled": self.unfilled,
+            "backoffUntil": self.until.isoformat(),
+        }
 
 
 @dataclass(frozen=True)
@@ -156,6 +186,8 @@ class GroupPlan:
     backoff_until: datetime | None = None
     warnings: tuple[str, ...] = ()
     headroom: HeadroomPlan | None = None  # None: the manifest keeps no headroom for this group
+    launch_failure: LaunchFailure | None = None  # AWS could not launch its unfilled desired
+    launch_backoff: bool = False  # ... and the group is backed off for it in this plan
     monthly_cost: float | None = None  # USD a month the nodes this plan adds cost (None: not priced)
     cost_basis: str = ""  # what the cost rests on: "m5.large at $0.0960/h on-demand"
 
@@ -223,6 +255,7 @@ class Plan:
                     "backoffUntil": g.backoff_until.isoformat() if g.backoff_until else None,
                     "warnings": list(g.warnings),
                     "headroom": g.headroom.to_dict() if g.headroom else None,
+                    "launchFailure": g.launch_failure.to_dict() if g.launch_failure else None,
                     "monthlyCost": (
                         None
                         if g.monthly_cost is None

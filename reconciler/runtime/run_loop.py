@@ -97,6 +97,7 @@ class Runner:
                 api_client(config.kubernetes, parallel=2 * len(CACHE_KINDS)),  # a watch per kind, lists
                 page_size=config.kubernetes.page_size,
                 autoscaler_names=(config.kubernetes.autoscaler_lease, config.kubernetes.autoscaler_status),
+                autoscaler_namespaces=config.kubernetes.autoscaler_namespaces,
                 resync=run.resync_interval.total_seconds(),
                 on_unschedulable=self._unschedulable,
                 request_timeout=timeout,
@@ -263,6 +264,7 @@ class Runner:
                 proposed=proposal.removals if proposal else None,
                 pod_uids={p.key: p.uid for p in pods if p.uid},
                 proposal_branch=proposal.branch if proposal else "",
+                status_configmap=(self.namespace, STATUS_CONFIGMAP),
             )
         )
         with self._lock:

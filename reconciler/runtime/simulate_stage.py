@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
+from datetime import timedelta
 from functools import partial
 from importlib import resources
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 
 from reconciler.config.documents import JSON_TOO_DEEP
 from reconciler.config.settings import CONFIG_ENV, DEFAULT_CONFIG_FILE, Config, load_config
+from reconciler.domain.durations import format_duration
 from reconciler.domain.errors import UserError
 from reconciler.domain.windows import allowed_removals, zone
 from reconciler.simulation.cluster import instance_types_from_document, prices_from_document
@@ -31,7 +33,7 @@ from reconciler.simulation.policies import (
     parse_working_hours,
 )
 from reconciler.simulation.report import SimulationReport
-from reconciler.simulation.trace import read_trace
+from reconciler.simulation.trace import max_seconds, read_trace
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,11 @@ def simulate_once(request: SimulateRequest) -> SimulationReport:
         duration = parse_duration_option(request.duration, "--duration").total_seconds()
         if duration <= 0:
             raise UserError(f"--duration: {request.duration!r} must be above 0 (e.g. 24h)")
+        if duration > max_seconds():
+            raise UserError(
+                f"--duration: {request.duration!r} is out of range "
+                f"(at most {format_duration(timedelta(seconds=max_seconds()))}: 31 days, as a trace's times)"
+            )
     provisioning = parse_provisioning(request.provisioning_delays)
     used = {g.instance_type for g in trace.groups}
     unknown = sorted(t for t, _ in provisioning.fixed if t != "*" and t not in used)

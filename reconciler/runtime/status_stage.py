@@ -69,6 +69,7 @@ def status_once(config: Config, snapshot: Path | None, now: datetime) -> StatusR
         error,
         last_applied=applied,
         proposal=proposal,
+        scale_up=config.scale_up,
         beyond_bounds=beyond_bounds(config, inventory, committed) if committed is not None else None,
         unapproved=unapproved,
     )

@@ -27,19 +27,20 @@ from datetime import datetime
 from pathlib import Path
 
 from reconciler.config.settings import Config
-from reconciler.domain.errors import ReconcilerError
+from reconciler.domain.errors import ReconcilerError, UserError
 from reconciler.domain.inventory import Inventory, build_inventory
-from reconciler.domain.markdown import inline
 from reconciler.domain.model import DaemonSet, Pod
+from reconciler.gitops.forge.base import Forge
 from reconciler.kube.parse import ObjectReader
 from reconciler.kube.workloads import (
     DAEMON_SET,
-    MAX_ADDED_PODS,
     Change,
     Manifests,
+    WorkBudget,
     Workload,
     added_pods,
     daemonset_object,
+    describe_requests,
     pod_object,
     priority_of,
     read_workloads,
@@ -51,6 +52,7 @@ from reconciler.planning.types import Plan
 from reconciler.runtime.check_comment import comment_on, forge_for_comments
 from reconciler.runtime.plan_stage import plan_once
 from reconciler.runtime.simulate_stage import load_prices, shipped_prices_region
+from reconciler.views.whatif import render_what_if_failed
 from reconciler.views.whatif_report import MARKER, NEW_NODE, GroupNeed, PodAnswer, WhatIfReport, WorkloadLine
 
 # The DaemonSet controller's pods come at once: placed before the workload's (oldest first).
@@ -106,37 +108,57 @@ class _Adder:
     def __call__(self, inventory: Inventory) -> Inventory:
         state = inventory.state
         reader = ObjectReader()
-        budget = MAX_ADDED_PODS
+        budget = WorkBudget()
         added: list[Pod] = []
         daemonsets = list(state.daemonsets)
         self.changes = []
         for workload in self.manifests.workloads:
             if workload.kind == DAEMON_SET:
-                change, daemonset = _daemonset_change(workload, inventory, reader)
+                change, daemonset = _daemonset_change(workload, inventory, reader, budget)
                 if daemonset is not None:
-                    daemonsets.append(daemonset)
+                    same = (daemonset.namespace, daemonset.name)
+                    daemonsets = [d for d in daemonsets if (d.namespace, d.name) != same] + [daemonset]
             else:
                 change = added_pods(workload, state, reader, budget)
-            budget -= len(change.added)
             added.extend(change.added)
             self.changes.append(change)
-        changed = replace(state, pods=state.pods + tuple(added), daemonsets=tuple(daemonsets))
+        gone = {p.key for c in self.changes for p in c.replaced}  # a rollout's old pods go
+        kept = tuple(p for p in state.pods if p.key not in gone)
+        changed = replace(state, pods=kept + tuple(added), daemonsets=tuple(daemonsets))
         return build_inventory(changed, tuple(g.group for g in inventory.groups))
 
 
 def _daemonset_change(
-    workload: Workload, inventory: Inventory, reader: ObjectReader
+    workload: Workload, inventory: Inventory, reader: ObjectReader, budget: WorkBudget
 ) -> tuple[Change, DaemonSet | None]:
     """A DaemonSet already in the cluster adds nothing; a new one runs on every node it selects:
     a pod pending on each existing one, and its pod on every new node (the returned DaemonSet)."""
     state = inventory.state
     daemonset = reader.daemonset(daemonset_object(workload))
+    replaced: tuple[Pod, ...] = ()
     if any(d.namespace == workload.namespace and d.name == workload.name for d in state.daemonsets):
-        running = len(running_pods(workload, state))
-        note = f"already runs ({running} pod(s)): adds nothing (a changed pod template is not planned)"
-        return Change(workload, running, (), note), None
-    nodes = [n for n in state.nodes if daemonset_runs_on(daemonset, SimNode.from_node(n, ()))]
-    priority, note = priority_of(workload, ())
+        running = running_pods(workload, state)
+        stale = [p for p in running if p.requests != daemonset.requests and p.node_name]
+        if not stale or not workload.rolls_out:
+            why = "unchanged" if not stale else "updateStrategy OnDelete: its pods keep their requests"
+            note = f"already runs ({len(running)} pod(s)), {why}: adds nothing"
+            return Change(workload, len(running), (), note), None
+        # a rollout, node by node: each node's pod is replaced by one at the new requests, and new
+        # nodes start with the new one (the returned DaemonSet replaces the cluster's)
+        by_node = {p.node_name for p in stale}
+        nodes = [n for n in state.nodes if n.name in by_node]
+        replaced = tuple(stale)
+        note = (
+            f"rollout: the template changes its pods' requests ({describe_requests(stale[0].requests)} -> "
+            f"{describe_requests(daemonset.requests)}), so its pod on each of {len(nodes)} node(s) is "
+            "replaced at the new requests, and new nodes start with the new one"
+        )
+    else:
+        nodes = [n for n in state.nodes if daemonset_runs_on(daemonset, SimNode.from_node(n, ()))]
+        note = ""
+    budget.spend(workload, len(nodes), f"one pod on each of the {len(nodes)} node(s) it selects")
+    priority, priority_note = priority_of(workload, replaced)
+    note = "; ".join(n for n in (note, priority_note) if n)
     tolerations = [{"key": t.key, "operator": t.operator, "effect": t.effect} for t in DAEMONSET_TOLERATIONS]
     pods = tuple(
         reader.pod(
@@ -151,7 +173,7 @@ def _daemonset_change(
         )
         for node in nodes
     )
-    return Change(workload, 0, pods, note, tuple(n.name for n in nodes)), daemonset
+    return Change(workload, len(replaced), pods, note, tuple(n.name for n in nodes), replaced), daemonset
 
 
 def _report(
@@ -251,25 +273,81 @@ def what_if_and_comment(
     now: datetime,
     pull_request: int | None,
     render: Callable[[WhatIfReport], str],
-) -> tuple[WhatIfReport, str]:
-    """`what-if`, and with a pull request its comment (`render`: its Markdown): (the report, what was
-    commented). The files and prices are read first, then the config (`load`) and the forge: a bad
-    one stops everything with nothing written anywhere, the comment left as it was. A what-if that
-    fails after that still replaces the comment, so an earlier answer never stands for a change that
-    could not be judged."""
-    read = read_request(request)
+) -> tuple[WhatIfReport, str, int]:
+    """`what-if`, and with a pull request its comment (`render`: its Markdown, cut to what GitHub
+    accepts): (the report, what was commented, the exit code). The files and prices are read first,
+    then the config (`load`) and the forge: a bad one stops everything with nothing written
+    anywhere but the comment, which says the files could not be read (when the config and the forge
+    can be had). After that the comment is always replaced: by this head's answer, or by a short
+    "failed" one when the answer could not be worked out or posted (exit 1), so an earlier answer
+    never stands for a head that was not judged."""
+    try:
+        read = read_request(request)
+    except UserError as bad:
+        if pull_request is not None:
+            _say_unreadable(load, pull_request, bad)
+        raise
     config = load()
     forge = forge_for_comments(config) if pull_request is not None else None
+    namespaces = frozenset(w.namespace for w in read[0].workloads)
     try:
         report = what_if_once(config, request, now, read)
     except (Exception, KeyboardInterrupt) as exc:  # any failure: an earlier answer must not stand
         if pull_request is not None:
-            kind = type(exc).__name__
-            why = str(exc) if isinstance(exc, ReconcilerError) else f"an unexpected error ({kind})"
-            failed = f"{MARKER}\n**failed**: could not work out the capacity: {inline(why)}\n"
-            comment_on(config, pull_request, failed, forge, marker=MARKER)
+            if isinstance(exc, ReconcilerError):
+                why = str(exc)
+            elif isinstance(exc, KeyboardInterrupt):
+                why = "interrupted (SIGINT, SIGTERM or Ctrl-C)"
+            else:  # a bug: its message may hold anything, so only its kind
+                why = f"an unexpected error ({type(exc).__name__})"
+            _replace(config, pull_request, forge, render_what_if_failed(why, namespaces), exc)
         raise
-    said = ""
-    if pull_request is not None:
-        said = comment_on(config, pull_request, render(report), forge, marker=MARKER)
-    return report, said
+    if pull_request is None:
+        return report, "", 0
+    try:
+        return report, comment_on(config, pull_request, render(report), forge, marker=MARKER), 0
+    except ReconcilerError as refused:
+        why = f"this head's answer could not be posted here ({refused}); the CI job's log has it"
+        try:
+            comment_on(config, pull_request, render_what_if_failed(why, namespaces), forge, marker=MARKER)
+        except ReconcilerError as again:
+            return (
+                report,
+                (
+                    f"error: could not post the answer on pull request #{pull_request} ({refused}), nor "
+                    f'replace the comment with "failed" ({again}): an earlier answer may still stand'
+                ),
+                1,
+            )
+        return (
+            report,
+            (
+                f"error: could not post the answer on pull request #{pull_request} ({refused}); the "
+                'comment there now says "failed"'
+            ),
+            1,
+        )
+
+
+def _say_unreadable(load: Callable[[], Config], number: int, bad: UserError) -> None:
+    """This head's files are a mistake: the standing answer (an earlier head's) must not stay. The
+    config or the forge failing too leaves it to the error being raised (the files come first)."""
+    try:
+        config = load()
+        forge = forge_for_comments(config)
+    except ReconcilerError:
+        return
+    why = f"the pull request's manifests could not be read: {bad}"
+    _replace(config, number, forge, render_what_if_failed(why, frozenset()), bad)
+
+
+def _replace(config: Config, number: int, forge: Forge | None, body: str, exc: BaseException) -> None:
+    """Put the "failed" comment in place of the standing answer; when even that cannot be written,
+    the error being raised says so."""
+    try:
+        comment_on(config, number, body, forge, marker=MARKER)
+    except ReconcilerError as again:
+        exc.add_note(
+            f'the comment on pull request #{number} could not be replaced with "failed" either '
+            f"({again}): its earlier answer still stands"
+        )

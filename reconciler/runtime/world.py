@@ -22,8 +22,9 @@ def read_cluster(config: Config, snapshot: Path | None, now: datetime, *, pods: 
     kube = config.kubernetes
     names = (kube.autoscaler_lease, kube.autoscaler_status)
     if snapshot is not None:
-        return read_snapshot(snapshot, now, names)
-    return LiveReader(api_client(kube), kube.page_size, names).read(now, pods=pods)
+        return read_snapshot(snapshot, now, names, kube.autoscaler_namespaces)
+    reader = LiveReader(api_client(kube), kube.page_size, names, kube.autoscaler_namespaces)
+    return reader.read(now, pods=pods)
 
 
 def cluster_view(state: ClusterState) -> ClusterView:

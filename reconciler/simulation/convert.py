@@ -23,6 +23,7 @@ import msgspec
 from reconciler.domain.errors import UserError
 from reconciler.domain.model import INSTANCE_TYPE_LABEL, LEGACY_ZONE_LABEL, MIRROR_POD, ZONE_LABEL, Node
 from reconciler.kube.parse import TERMINAL_PHASES, ObjectReader
+from reconciler.kube.schema import UNREADABLE_KEY
 from reconciler.kube.snapshot import read_objects as snapshot_objects
 from reconciler.simulation.trace import RawTrace
 
@@ -123,6 +124,10 @@ def read_dump(at: datetime, path: Path) -> Dump:
     saw_pods = False
     for found in snapshot_objects(path):
         kind, raw = found
+        if UNREADABLE_KEY in raw:  # a field of the wrong type: its pruned schema refused it
+            metadata = raw.get("metadata") or {}
+            where = f"{metadata.get('namespace') or ''}/{metadata.get('name') or '?'}".lstrip("/")
+            raise UserError(f"{path}: {kind} {where}: {raw[UNREADABLE_KEY]}")
         if kind == "Node":
             node = reader.node(raw)
             if node.labels.get(FARGATE_NODE_LABEL) != "fargate":

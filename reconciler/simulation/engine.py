@@ -30,6 +30,7 @@ from typing import Any
 from reconciler.apply.recheck import approved_verdicts
 from reconciler.aws.instance_types import InstanceTypeInfo
 from reconciler.config.settings import Config
+from reconciler.domain.durations import format_duration
 from reconciler.domain.errors import UserError
 from reconciler.domain.inventory import Inventory, build_inventory
 from reconciler.planning import plan as planner
@@ -60,11 +61,25 @@ def simulate(trace: Trace, config: Config, settings: Settings, policy: Policy) -
     return _Run(trace, config, settings, policy).run()
 
 
+MAX_PLANS = 300_000  # 31 days at a 10-second run.interval: minutes of work for a small cluster, not hours
+
+
 def steps_of(trace: Trace, config: Config, duration: float | None) -> tuple[float, int]:
-    """(the simulated span in seconds, how many plans run in it: one at 0 and every interval)."""
+    """(the simulated span in seconds, how many plans run in it: one at 0 and every interval);
+    a span whose plans would run for hours is refused before the first, naming the interval."""
     interval = config.run.interval.total_seconds()
     end = trace.end_at if duration is None else duration
-    return end, math.floor(end / interval) + 1
+    if interval <= 0:
+        raise UserError("run.interval: 0s cannot be simulated (use a positive interval, e.g. 30s)")
+    plans = math.floor(end / interval) + 1
+    if plans > MAX_PLANS:
+        longest = format_duration(timedelta(seconds=math.floor((MAX_PLANS - 1) * interval)))
+        raise UserError(
+            f"run.interval: {format_duration(config.run.interval)} over "
+            f"{format_duration(timedelta(seconds=end))} is {plans:,} plans, "
+            f"at most {MAX_PLANS:,} (simulate at most {longest} with --duration, or a longer run.interval)"
+        )
+    return end, plans
 
 
 @dataclass

@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from reconciler.domain.errors import UserError
-from reconciler.simulation.trace import RawTrace
+from reconciler.simulation.trace import RawTrace, max_seconds
 
 KINDS = ("diurnal", "batch", "steady", "mixed")
 DEFAULT_START = datetime(2026, 6, 1, tzinfo=UTC)
@@ -119,6 +119,10 @@ def generate(
         raise UserError(f"trace kind {kind!r} is not one of {', '.join(KINDS)}")
     if not (isinstance(hours, int | float) and math.isfinite(hours) and hours > 0):
         raise UserError(f"hours: {hours} is not a positive number of hours (e.g. 24)")
+    if hours * HOUR > max_seconds():
+        raise UserError(
+            f"hours: {hours:g} is out of range (at most {max_seconds() / HOUR:g}: 31 days, a trace's bound)"
+        )
     rng = random.Random(seed)
     end = hours * HOUR
     events: list[dict[str, Any]] = []

@@ -16,6 +16,7 @@ from typing import Any
 
 from reconciler.domain.durations import format_duration
 from reconciler.simulation.metrics import PolicyResult
+from reconciler.views.output import csv_cell
 
 
 @dataclass(frozen=True)
@@ -115,9 +116,9 @@ def render_csv(report: SimulationReport) -> str:
             writer.writerow([name, "", metric, _csv_value(value)])
         for group in policy["nodeGroups"]:
             for metric, value in _flat(group, ("name",)):
-                writer.writerow([name, group["name"], metric, _csv_value(value)])
+                writer.writerow([name, csv_cell(group["name"]), metric, _csv_value(value)])
         for warning in policy["warnings"]:
-            writer.writerow([name, "", "warning", warning])
+            writer.writerow([name, "", "warning", csv_cell(warning)])
     return out.getvalue()
 
 
@@ -134,7 +135,7 @@ def _flat(data: Mapping[str, Any], skip: Sequence[str], prefix: str = "") -> lis
 
 
 def _csv_value(value: Any) -> str:
-    return "" if value is None else str(value)
+    return "" if value is None else csv_cell(value)
 
 
 # ------------------------------------------------------------------------------------------ table

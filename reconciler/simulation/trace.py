@@ -213,7 +213,9 @@ class _Checker:
         problem = _group_problem(document["groups"])
         if problem is not None:
             index, key, message = problem
-            raise self.fail(number, f"cluster.groups.{index}.{key}", message)
+            raise self.fail(
+                number, "cluster.groups" if index is None else f"cluster.groups.{index}.{key}", message
+            )
         groups: list[TraceGroup] = []
         for raw in document["groups"]:
             groups.append(
@@ -301,8 +303,9 @@ class _Checker:
 _KINDS = ("cluster", "arrive", "depart")
 
 
-def _group_problem(groups: Sequence[Mapping[str, Any]]) -> tuple[int, str, str] | None:
-    """What the schema cannot say about schema-valid groups: (index, key, message), or None."""
+def _group_problem(groups: Sequence[Mapping[str, Any]]) -> tuple[int | None, str, str] | None:
+    """What the schema cannot say about schema-valid groups: (index, key, message), index None for
+    the groups together, or None."""
     seen: set[str] = set()
     for index, raw in enumerate(groups):
         if raw["name"] in seen:
@@ -315,7 +318,31 @@ def _group_problem(groups: Sequence[Mapping[str, Any]]) -> tuple[int, str, str] 
                 f"{raw['desired']} is not within minSize {raw['minSize']} and maxSize {raw['maxSize']} "
                 "(use minSize <= desired <= maxSize)",
             )
+    nodes = sum(int(raw["desired"]) for raw in groups)
+    if nodes > max_nodes():
+        return (
+            None,
+            "desired",
+            f"the groups start with {nodes} nodes together, at most {max_nodes()} "
+            "(Kubernetes supports 5,000 nodes a cluster: lower desired)",
+        )
     return None
+
+
+@cache
+def max_seconds() -> float:
+    """The latest time a trace may name (the schema's bound, 31 days): how long a run may be."""
+    bound = load_schema(SCHEMA)["$defs"]["seconds"]["maximum"]
+    assert isinstance(bound, int | float)
+    return float(bound)
+
+
+@cache
+def max_nodes() -> int:
+    """The most nodes a group, and the groups together, may start with (the schema's bound)."""
+    bound = load_schema(SCHEMA)["$defs"]["count"]["maximum"]
+    assert isinstance(bound, int)
+    return bound
 
 
 def read_groups(path: Path) -> list[dict[str, Any]]:
@@ -340,6 +367,8 @@ def read_groups(path: Path) -> list[dict[str, Any]]:
     problem = _group_problem(groups)
     if problem is not None:
         index, key, message = problem
+        if index is None:
+            raise UserError(f"{label}:{document.lc.key('groups')[0] + 1}: groups: {message}")
         line = document["groups"][index].lc.key(key)[0] + 1
         raise UserError(f"{label}:{line}: groups.{index}.{key}: {message}")
     return groups

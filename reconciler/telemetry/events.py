@@ -10,6 +10,11 @@ are the ones cluster-autoscaler users already grep for, worded as CA words them 
   Node ScaleDownProposed   Normal   ours: named in an open scale-down proposal, awaiting approval
   Node ScaleDown           Normal   "node removed by asg-reconciler: ..." (CA: "nodes removed by
                                     cluster autoscaler", core/scaledown/actuation/delete_in_batch.go)
+  ConfigMap FailedToScaleUpGroup
+                           Warning  "Scale-up failed for group spot: AWS could not launch 2 instance(s):
+                                    InsufficientInstanceCapacity (OutOfResources): <AWS's message>", on
+                                    the status ConfigMap, as CA records it on its own (scaleup executor:
+                                    "Scale-up failed for group %s: %v"), while the group is backed off
   Node ScaleDownGivenBack  Normal   ours: "removed <taint> taint from node <n> (...)" as CA's
                            Warning  ClusterAutoscalerCleanup words it (utils/taints/taints.go), and
                                     "failed to remove ..." when the taint could not be taken off
@@ -25,7 +30,7 @@ import re
 from collections.abc import Iterable, Mapping
 
 from reconciler.apply.outcome import ApplyReport
-from reconciler.domain.event import NODE, NORMAL, POD, WARNING, EventSpec
+from reconciler.domain.event import CONFIGMAP, NODE, NORMAL, POD, WARNING, EventSpec
 from reconciler.domain.model import OWN_DRAIN_TAINT
 from reconciler.planning.types import GroupPlan, Plan, PodOutcome
 
@@ -34,6 +39,7 @@ NOT_TRIGGER_SCALE_UP = "NotTriggerScaleUp"
 SCALE_DOWN_PROPOSED = "ScaleDownProposed"
 SCALE_DOWN = "ScaleDown"
 SCALE_DOWN_GIVEN_BACK = "ScaleDownGivenBack"
+FAILED_TO_SCALE_UP_GROUP = "FailedToScaleUpGroup"
 
 
 # Outcomes that are not a verdict on the pod: it is about to go, still inside scaleUp.newPodDelay, or
@@ -72,13 +78,16 @@ def plan_events(
     *,
     node_of: Mapping[str, str] | None = None,
     proposal_branch: str = "",
+    status_configmap: tuple[str, str] | None = None,
 ) -> list[EventSpec]:
     """Events for one plan. `proposed`: the open scale-down proposal, group -> instance ids;
     `pod_uids`: "namespace/name" -> uid (`kubectl describe pod` finds events by uid, so a pod
     without one still gets its event but only `kubectl get events` shows it); `node_uids`: node name
     -> uid, else the node's name is used, as the kubelet does (`kubectl describe node` looks under
     both); `node_of`: instance id -> node name for proposed instances the plan's removals do not
-    name. An instance with no node (never registered) has nothing to describe and gets no event."""
+    name. An instance with no node (never registered) has nothing to describe and gets no event.
+    `status_configmap`: (namespace, name) of the status ConfigMap, which carries a group's
+    FailedToScaleUpGroup (none without it)."""
     pod_uids, node_uids = pod_uids or {}, node_uids or {}
     groups = {g.name: g for g in plan.groups}
     events: list[EventSpec] = []
@@ -92,6 +101,8 @@ def plan_events(
         elif cannot_help(outcome):
             message = f"pod didn't trigger scale-up: {outcome.reason}"
             events.append(EventSpec(POD, namespace, name, uid, NORMAL, NOT_TRIGGER_SCALE_UP, message))
+    if status_configmap is not None:
+        events.extend(failed_scale_ups(plan, *status_configmap))
     instance_node = {r.instance_id: r.node for g in plan.groups for r in g.removals if r.node}
     instance_node.update(node_of or {})
     where = f" (branch {proposal_branch})" if proposal_branch else ""
@@ -107,6 +118,24 @@ def plan_events(
             events.append(
                 EventSpec(NODE, "", node, node_uids.get(node) or node, NORMAL, SCALE_DOWN_PROPOSED, message)
             )
+    return events
+
+
+def failed_scale_ups(plan: Plan, namespace: str, name: str) -> list[EventSpec]:
+    """A FailedToScaleUpGroup per group backed off because AWS could not launch for it. The
+    message carries no time (AWS's retries with the same reason are one Event, counted)."""
+    events = []
+    for g in plan.groups:
+        failure = g.launch_failure
+        if failure is None or not g.launch_backoff:
+            continue
+        message = (
+            f"Scale-up failed for group {g.name}: AWS could not launch {failure.unfilled} instance(s): "
+            f"{failure.describe()}"
+        )
+        if failure.last.message:
+            message += f": {failure.last.message}"
+        events.append(EventSpec(CONFIGMAP, namespace, name, "", WARNING, FAILED_TO_SCALE_UP_GROUP, message))
     return events
 
 

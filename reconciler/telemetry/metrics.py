@@ -13,6 +13,7 @@ ApplyReport, its own timings), so a failing edge can still be reported.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -24,11 +25,12 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from reconciler.domain.errors import RefusalKind
+from reconciler.domain.model import OTHER_ERROR, OUT_OF_RESOURCES
 
 if TYPE_CHECKING:
     from reconciler.apply.outcome import ApplyReport
     from reconciler.kube.cache import KindHealth
-    from reconciler.planning.types import Plan
+    from reconciler.planning.types import GroupPlan, Plan
 
 # Why the plan stage's cluster cache listed a kind again (reconciler/kube/cache.py).
 RELIST_REASONS = ("expired", "resync", "error")
@@ -91,6 +93,7 @@ class Metrics:
         self.registry = registry if registry is not None else CollectorRegistry()
         self._lock = threading.Lock()
         self._plan_groups: set[str] = set()
+        self._launches_seen: dict[str, tuple[datetime, int]] = {}  # group -> (failing since, failures)
         self._drift_groups: set[str] = set()
         self._suspended_groups: set[str] = set()
         self._stages: set[str] = set()
@@ -180,7 +183,8 @@ class Metrics:
         )
         self.backoff = Gauge(
             PREFIX + "node_group_backoff",
-            "1 while scale-up of the group is backed off (its new instances did not register in time).",
+            "1 while scale-up of the group is backed off (its new instances did not register in time, or "
+            "AWS could not launch them).",
             ["node_group"],
             registry=r,
         )
@@ -188,6 +192,20 @@ class Metrics:
             PREFIX + "node_group_backoff_remaining_seconds",
             "Seconds until the group's scale-up backoff ends; 0 when not backed off.",
             ["node_group"],
+            registry=r,
+        )
+        self.launch_failed_nodes = Gauge(
+            PREFIX + "node_group_launch_failed_nodes",
+            "Desired capacity AWS could not launch (a failed scaling activity), not counted as upcoming "
+            "while the group is backed off for it; 0 otherwise.",
+            ["node_group"],
+            registry=r,
+        )
+        self.failed_launches = Counter(
+            PREFIX + "failed_launches",
+            "Launch attempts AWS reported failed or cancelled for a group (its scaling activities), "
+            "each counted once when a plan first sees it, by error class (OutOfResources, Other).",
+            ["node_group", "error_class"],
             registry=r,
         )
         self.open_proposals = Gauge(
@@ -314,6 +332,10 @@ class Metrics:
             for name in self._plan_groups - names:
                 for gauge in self._group_gauges():
                     gauge.remove(name)
+                for error_class in (OUT_OF_RESOURCES, OTHER_ERROR):
+                    with contextlib.suppress(KeyError):
+                        self.failed_launches.remove(name, error_class)
+                self._launches_seen.pop(name, None)
             self._plan_groups = names
             for g in plan.groups:
                 self.current_nodes.labels(g.name).set(g.current)
@@ -326,6 +348,25 @@ class Metrics:
                     remaining = max(0.0, _utc_timestamp(g.backoff_until) - _utc_timestamp(now))
                 self.backoff.labels(g.name).set(1 if remaining > 0 else 0)
                 self.backoff_remaining.labels(g.name).set(remaining)
+                self._launch_failures(g)
+
+    def _launch_failures(self, g: GroupPlan) -> None:
+        """The gauge of capacity AWS could not launch, and the failed attempts not counted yet: the
+        plan knows how many there were since the run of failures began, so each is counted once."""
+        failure = g.launch_failure
+        self.launch_failed_nodes.labels(g.name).set(failure.unfilled if failure and g.launch_backoff else 0)
+        for error_class in (OUT_OF_RESOURCES, OTHER_ERROR):
+            self.failed_launches.labels(g.name, error_class)  # every series exists at 0
+        if failure is None:
+            return
+        since, counted = self._launches_seen.get(g.name, (failure.since, 0))
+        new = failure.failures - counted if since == failure.since else failure.failures
+        if new > 0:
+            self.failed_launches.labels(g.name, failure.last.error_class or OTHER_ERROR).inc(new)
+        self._launches_seen[g.name] = (
+            failure.since,
+            max(counted if since == failure.since else 0, failure.failures),
+        )
 
     def _group_gauges(self) -> tuple[Gauge, ...]:
         return (
@@ -336,6 +377,7 @@ class Metrics:
             self.held,
             self.backoff,
             self.backoff_remaining,
+            self.launch_failed_nodes,
         )
 
     def cluster_cache(self, health: Callable[[], Iterable[KindHealth]]) -> None:

@@ -128,6 +128,16 @@ def _cluster_wide(plan: Plan) -> dict[str, Any]:
 def _group(g: GroupPlan, inventory: Inventory | None) -> dict[str, Any]:
     if g.backoff_until is not None:
         scale_up: dict[str, Any] = {"status": "Backoff", "backoffUntil": timestamp(g.backoff_until)}
+        failure = g.launch_failure
+        if failure is not None and g.launch_backoff:
+            # CA's backoffInfo (clusterstate/api/types.go): what AWS said, no time that moves per retry
+            scale_up["backoffInfo"] = {
+                "errorCode": failure.last.code,
+                "errorClass": failure.last.error_class,
+                "errorMessage": failure.last.message,
+                "unfilled": failure.unfilled,
+                "failingSince": timestamp(failure.since),
+            }
     elif g.new_nodes or (g.action == SCALE_UP and g.cancelled_removals):
         scale_up = {"status": "Needed"}
     elif g.upcoming:

@@ -35,7 +35,22 @@ from reconciler.gitops.fleet_history import (
 )
 from reconciler.gitops.history import KIND_APPLY, KIND_HOLD, KIND_OPEN, KIND_RELEASE, Entry
 
-Progress = Callable[[int, int], None]  # (node groups rendered, of how many)
+Progress = Callable[[int, int], None]  # (node groups charted, of how many)
+
+# The page's bounds. Whoever can push a commit names groups: one 620 KB commit of made-up groups made
+# a 38 MB page. Charts go to the groups a manifest has now (or the one --node-group asks for), at
+# most MAX_CHARTS on the page, and to at most MAX_HISTORY_CHARTS groups no manifest has (a deleted
+# group, a cluster whose manifest is gone: the most recently active first); the other groups are
+# listed in a table, MAX_LISTED rows on the page; the events tables keep the newest MAX_EVENT_ROWS
+# on the page; MAX_SECTIONS clusters get a section; a text from Git shows its first MAX_TEXT
+# characters. Whatever is left out is counted on the page, with the command that shows it.
+# docs/history.md.
+MAX_CHARTS = 400
+MAX_HISTORY_CHARTS = 20
+MAX_LISTED = 1_000
+MAX_EVENT_ROWS = 5_000
+MAX_SECTIONS = 100
+MAX_TEXT = 500
 
 
 _LONG_WORD = re.compile(r"\S{60}")  # a word this long (a name from Git) may break anywhere in its row
@@ -52,7 +67,10 @@ def _long_attr(*texts: str) -> str:
 
 def escape(text: str) -> str:
     """HTML-escaped, in text and in attributes, with bidirectional controls made visible (a name from
-    Git would reorder a nav line, a caption, a tooltip)."""
+    Git would reorder a nav line, a caption, a tooltip); past MAX_TEXT characters cut, saying so (one
+    commit's long reason is repeated for every group it names)."""
+    if len(text) > MAX_TEXT:
+        text = f"{text[:MAX_TEXT]}… ({len(text):,} characters in all)"
     return html.escape(show_bidi(text))
 
 
@@ -150,20 +168,58 @@ figure,tr{break-inside:avoid}thead{display:table-header-group}
 
 def render_report(fleet: FleetHistory, progress: Progress | None = None) -> str:
     """The whole page; `progress` is told after each node group's chart."""
-    total, done = fleet.group_count, 0
-    parts = [_head(fleet), _header(fleet), _nav(fleet), _overview(fleet), _legend()]
-    for index, cluster in enumerate(fleet.clusters, 1):
+    shown = fleet.clusters[:MAX_SECTIONS]
+    charted = _charted(shown, fleet.node_group)
+    listed = _spread(MAX_LISTED, [len(c.groups) - len(n) for c, n in zip(shown, charted, strict=True)])
+    rows = _spread(MAX_EVENT_ROWS, [len(c.events) for c in shown])
+    total, done = sum(len(c) for c in charted), 0
+    parts = [_head(fleet), _header(fleet), _nav(fleet, charted), _overview(fleet, charted), _legend()]
+    for index, cluster in enumerate(shown, 1):
         parts.append(f'<section class="cluster" id="c{index}">')
         parts.append(_cluster_head(cluster))
         for number, group in enumerate(cluster.groups, 1):
+            if number not in charted[index - 1]:
+                continue
             parts.append(_figure(cluster, group, f"c{index}-g{number}", fleet.generated))
             done += 1
             if progress is not None:
                 progress(done, total)
-        parts.append(_events(cluster, fleet.generated))
+        parts.append(_uncharted(cluster, index, charted[index - 1], listed[index - 1]))
+        parts.append(_events(cluster, fleet.generated, rows[index - 1]))
         parts.append("</section>")
     parts.append("</main></body></html>\n")
     return "".join(parts)
+
+
+def _spread(budget: int, wanted: Sequence[int]) -> list[int]:
+    """How many of each one's `wanted` rows fit a page-wide `budget`, in order."""
+    given = []
+    for want in wanted:
+        given.append(min(want, budget))
+        budget -= given[-1]
+    return given
+
+
+def _charted(clusters: Sequence[ClusterHistory], node_group: str | None) -> list[set[int]]:
+    """Per cluster, the numbers (1-based) of the groups drawn as charts: those a manifest has now or
+    --node-group names, in order, MAX_CHARTS on the page; then groups no manifest has, the most
+    recently active first, MAX_HISTORY_CHARTS on the page."""
+    left, found = MAX_CHARTS, []
+    history_only: list[tuple[datetime, int, int]] = []  # (last event, cluster, group number)
+    for index, cluster in enumerate(clusters):
+        numbers = set()
+        for number, group in enumerate(cluster.groups, 1):
+            if group.in_manifest or group.name == node_group:
+                if left:
+                    numbers.add(number)
+                    left -= 1
+            elif group.events:
+                history_only.append((group.events[0].time, index, number))
+        found.append(numbers)
+    history_only.sort(key=lambda t: t[0], reverse=True)
+    for _, index, number in history_only[: min(left, MAX_HISTORY_CHARTS)]:
+        found[index].add(number)
+    return found
 
 
 # ------------------------------------------------------------------------------------- the page
@@ -203,20 +259,78 @@ def _header(fleet: FleetHistory) -> str:
     )
 
 
-def _nav(fleet: FleetHistory) -> str:
+def _nav(fleet: FleetHistory, charted: Sequence[set[int]]) -> str:
     if not fleet.clusters:
         return ""
     items = []
-    for index, cluster in enumerate(fleet.clusters, 1):
+    for index, cluster in enumerate(fleet.clusters[:MAX_SECTIONS], 1):
         groups = ", ".join(
             f'<a href="#c{index}-g{number}">{escape(g.name)}</a>'
             for number, g in enumerate(cluster.groups, 1)
+            if number in charted[index - 1]
         )
+        rest = len(cluster.groups) - len(charted[index - 1])
+        if rest:
+            more = f'<a href="#c{index}-more">{_count(rest, "more node group")}</a>'
+            groups = f"{groups}, {more}" if groups else more
         items.append(f'<li><a href="#c{index}">{escape(cluster.name)}</a>: {groups}</li>')
-    return f"<nav><ul>{''.join(items)}</ul></nav>"
+    return f"<nav><ul>{''.join(items)}</ul></nav>{_more_clusters(fleet)}"
 
 
-def _overview(fleet: FleetHistory) -> str:
+def _more_clusters(fleet: FleetHistory) -> str:
+    """The clusters past MAX_SECTIONS: named (a bounded number), counted, never drawn."""
+    rest = fleet.clusters[MAX_SECTIONS:]
+    if not rest:
+        return ""
+    names = ", ".join(f"<code>{escape(c.name)}</code>" for c in rest[:MAX_SECTIONS])
+    more = f" and {len(rest) - MAX_SECTIONS:,} more" if len(rest) > MAX_SECTIONS else ""
+    return (
+        f'<p class="problem">{_count(len(rest), "more cluster")} not shown (the page shows '
+        f"{MAX_SECTIONS}; manifests come first, then clusters only commits name): {names}{more}. "
+        "<code>asg-reconciler history --output csv</code> has them all.</p>"
+    )
+
+
+def _uncharted(cluster: ClusterHistory, index: int, charted: set[int], room: int) -> str:
+    """The groups without a chart, as table rows (`room` of them): not in any manifest now (history
+    only: a deleted group, or names a commit made up), or past the page's MAX_CHARTS."""
+    rest = [(n, g) for n, g in enumerate(cluster.groups, 1) if n not in charted]
+    if not rest:
+        return ""
+    rows = []
+    for _, g in rest[:room]:
+        last = g.events[0] if g.events else None
+        why = "past the page's charts" if g.in_manifest else "not in the manifest now"
+        change = (
+            f"{last.before} → {last.after}"
+            if last is not None and last.before is not None and last.after is not None
+            else ""
+        )
+        rows.append(
+            f'<tr{_long_attr(g.name)}><td class="g">{escape(g.name)}</td><td>{why}</td>'
+            f'<td class="n">{len(g.events)}</td><td class="t">{_time(last.time) if last else "—"}</td>'
+            f'<td class="t">{change}</td></tr>'
+        )
+    left_out = len(rest) - len(rows)
+    note = (
+        f'<p class="muted">{_count(left_out, "more node group")} not listed here (the page lists '
+        f"{MAX_LISTED:,}): <code>asg-reconciler history --output csv</code> has them all</p>"
+        if left_out
+        else ""
+    )
+    one = (
+        '<p class="muted">One group\'s chart: <code>asg-reconciler history --report FILE --node-group '
+        "NAME</code>.</p>"
+    )
+    return (
+        f'<h3 id="c{index}-more">{_count(len(rest), "node group")} without a chart</h3>{one}'
+        '<table class="events"><thead><tr><th>Node group</th><th>Why no chart</th><th>Events</th>'
+        f"<th>Last event (UTC)</th><th>Last from → to</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        f"{note}"
+    )
+
+
+def _overview(fleet: FleetHistory, charted: Sequence[set[int]]) -> str:
     if not fleet.clusters:
         where = _folder(fleet.folder)
         return f'<p class="muted">no manifest in {escape(where)} and no capacity history yet</p>'
@@ -225,13 +339,16 @@ def _overview(fleet: FleetHistory) -> str:
         "<th>Hold</th><th>Open proposals</th><th>Last apply</th><th>Drift</th></tr></thead>"
     )
     rows = []
-    for index, cluster in enumerate(fleet.clusters, 1):
+    for index, cluster in enumerate(fleet.clusters[:MAX_SECTIONS], 1):
         name = f'<a href="#c{index}">{escape(cluster.name)}</a>'
         if cluster.problem:
             problem = escape(cluster.problem)
             tr = f"<tr{_long_attr(cluster.name, cluster.problem)}>"
             rows.append(f'{tr}<td class="g">{name}</td><td colspan="7" class="problem">{problem}</td></tr>')
+        rest = len(cluster.groups) - len(charted[index - 1])
         for number, g in enumerate(cluster.groups, 1):
+            if number not in charted[index - 1]:
+                continue
             target = "—" if g.target is None else str(g.target)
             if g.removals:
                 target += f' <span class="muted">(desired {g.desired}, removing {len(g.removals)})</span>'
@@ -266,6 +383,12 @@ def _overview(fleet: FleetHistory) -> str:
                 f'<td class="g"><a href="#c{index}-g{number}">{escape(g.name)}</a></td>'
                 f'<td class="n">{target}</td><td class="n">{aws}</td><td>{"held" if g.held else "—"}</td>'
                 f"<td>{open_cell or '—'}</td><td>{last_cell}</td><td>{drift_cell}</td></tr>"
+            )
+        if rest:
+            more = f'<a href="#c{index}-more">{_count(rest, "more node group")}</a>'
+            rows.append(
+                f'<tr><td class="g">{name}</td><td colspan="7" class="muted">{more} without a chart '
+                "(not in the manifest, or past the page's charts)</td></tr>"
             )
     table = f'<table class="overview">{head}<tbody>{"".join(rows)}</tbody></table>'
     return f'<h2 id="overview">Fleet overview</h2>{table}'
@@ -320,14 +443,14 @@ def _figure(cluster: ClusterHistory, group: GroupHistory, anchor: str, now: date
     )
 
 
-def _events(cluster: ClusterHistory, now: datetime) -> str:
+def _events(cluster: ClusterHistory, now: datetime, room: int) -> str:
     if not cluster.events:
         return '<p class="muted">no events in this window</p>'
     rows = [
         '<h3>Events</h3><table class="events"><thead><tr><th>Time (UTC)</th><th>Group</th><th>Event</th>'
         "<th>From → to</th><th>Details</th><th>By</th><th>Proposal</th><th>Commit</th></tr></thead><tbody>"
     ]
-    for e in cluster.events:
+    for e in cluster.events[:room]:
         label, tone = _event_label(e)
         sizes = f"{e.before} → {e.after}" if e.before is not None and e.after is not None else ""
         if e.kind in (KIND_HOLD, KIND_RELEASE):
@@ -352,6 +475,12 @@ def _events(cluster: ClusterHistory, now: datetime) -> str:
             f"<td>{by}</td><td>{proposal}</td><td><code>{escape(e.commit[:12])}</code></td></tr>"
         )
     rows.append("</tbody></table>")
+    if len(cluster.events) > room:
+        rows.append(
+            f'<p class="muted">{_count(len(cluster.events) - room, "older event")} not shown (the page '
+            f"holds {MAX_EVENT_ROWS:,} event rows): <code>asg-reconciler history --output csv</code>, or "
+            "<code>--since</code> for a shorter window</p>"
+        )
     return "".join(rows)
 
 

@@ -32,8 +32,24 @@ def to_csv(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
     writer = csv.DictWriter(stream, fieldnames=list(columns), extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: _cell(row.get(k)) for k in columns})
+        writer.writerow({k: csv_cell(row.get(k)) for k in columns})
     return stream.getvalue()
+
+
+# What makes a spreadsheet read a cell as a formula (OWASP "CSV Injection").
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: Any) -> str:
+    """A CSV cell a spreadsheet shows as the text it is: names, reasons and commit messages come
+    from people and pull requests, and `=HYPERLINK(...)` or `@SUM(...)` would run when opened, so
+    text starting with = + - @ tab or CR gets a leading ' (OWASP); numbers stay numbers."""
+    if value is None:
+        return "-"
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    text = _cell(value)
+    return "'" + text if text.startswith(_FORMULA_START) else text
 
 
 def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:

@@ -13,11 +13,13 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from reconciler.config.settings import ScaleUpConfig
 from reconciler.domain.inventory import GroupInventory, Inventory
 from reconciler.domain.model import CPU, MEMORY
 from reconciler.domain.quantity import format_bytes, format_cpu
 from reconciler.planning.baseline import GONE, baseline
-from reconciler.planning.types import CommittedGroup
+from reconciler.planning.launch_failures import launch_failure
+from reconciler.planning.types import CommittedGroup, LaunchFailure
 from reconciler.views.output import table, to_csv
 
 
@@ -47,6 +49,9 @@ class GroupStatus:
     above_manifest: int = 0  # AWS desired minus what the manifest allows
     held: bool = False
     proposed_removals: tuple[str, ...] = ()  # named by the open scale-down proposal, not approved yet
+    unfilled: int = 0  # desired AWS has no instance for yet
+    launch_failure: LaunchFailure | None = None  # AWS reports it could not launch them
+    backed_off: bool = False  # ... and the group is backed off for it now
     # instance type -> instances of it the group runs (a mixed-instances group runs several)
     running_types: Mapping[str, int] = field(default_factory=dict)
 
@@ -104,6 +109,12 @@ def group_document(g: GroupStatus) -> dict[str, Any]:
         "proposedRemovals": list(g.proposed_removals),
         "aboveManifest": g.above_manifest,
         "held": g.held,
+        "unfilledDesired": g.unfilled,
+        "launchFailure": (
+            {**g.launch_failure.to_dict(), "backedOff": g.backed_off}
+            if g.launch_failure is not None
+            else None
+        ),
         "warnings": list(g.warnings),
     }
 
@@ -232,12 +243,15 @@ def build_status(
     *,
     last_applied: Mapping[str, int] | None = None,
     proposal: ProposalStatus | None = None,
+    scale_up: ScaleUpConfig | None = None,
     beyond_bounds: Mapping[str, str] | None = None,
     unapproved: Collection[str] = (),
 ) -> StatusReport:
     """`committed` is the manifest on main (None when not read: no git.url, or `manifest_error`);
-    `beyond_bounds`: per group, what apply with this config would refuse of main's raises."""
+    `beyond_bounds`: per group, what apply with this config would refuse of main's raises;
+    `scale_up`: the backoff settings a launch failure is judged with (the plan's own arithmetic)."""
     proposed = proposal.removals if proposal is not None else {}
+    settings = scale_up or ScaleUpConfig()
     groups = []
     for entry in inventory.groups:
         requested_cpu = requested_memory = allocatable_cpu = allocatable_memory = 0
@@ -250,6 +264,8 @@ def build_status(
         template = entry.template
         entry_on_main = committed.get(entry.name) if committed is not None else None
         base = baseline(entry.group, entry_on_main)
+        read_at = inventory.state.read_at
+        failure = launch_failure(entry.group, settings, read_at) if read_at is not None else None
         status = GroupStatus(
             name=entry.name,
             min_size=entry.group.min_size,
@@ -273,6 +289,9 @@ def build_status(
             above_manifest=base.manual_decrease,
             held=base.held,
             proposed_removals=tuple(proposed.get(entry.name, ())),
+            unfilled=entry.group.unfilled,
+            launch_failure=failure,
+            backed_off=failure is not None and (read_at is None or failure.until > read_at),
             running_types=dict(
                 Counter(
                     i.instance_type or "?" for i in entry.group.instances if i.lifecycle_state not in GONE
@@ -280,6 +299,8 @@ def build_status(
             ),
         )
         extra = manifest_warnings(status)
+        if failure is not None:
+            extra.insert(0, _launch_warning(status, failure))
         left = (last_applied or {}).get(entry.name)
         if left is not None and left != status.desired:
             direction = "lowered" if status.desired < left else "raised"
@@ -313,6 +334,19 @@ def build_status(
         manifest=manifest if committed is not None else None,
         proposal=proposal,
     )
+
+
+def _launch_warning(status: GroupStatus, failure: LaunchFailure) -> str:
+    """What the planner does about it, then AWS's own words."""
+    text = (
+        f"AWS could not launch {failure.unfilled} of desired {status.desired}: {failure.describe()}, "
+        f"{failure.failures} failed attempt(s) since {failure.since:%H:%M}"
+    )
+    if status.backed_off:
+        text += f"; backed off until {failure.until:%H:%M} (scale-ups go to other groups)"
+    else:
+        text += f"; backoff ended at {failure.until:%H:%M}"
+    return text + (f"; AWS says: {failure.last.message}" if failure.last.message else "")
 
 
 def _share(requested: int, allocatable: int) -> str:

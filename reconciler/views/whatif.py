@@ -7,11 +7,13 @@ counted (a workload that already runs counts only its difference).
 
 from __future__ import annotations
 
-from reconciler.domain.markdown import code, inline
+import re
+
+from reconciler.domain.markdown import BODY_BUDGET, Part, code, fit, inline
 from reconciler.views.whatif_report import MARKER, WhatIfReport
 
 TABLE_PODS = 100  # unhosted pods listed in the table (JSON lists them all)
-COMMENT_PODS = 30  # ... and in a comment (GitHub keeps a comment under 65,536 characters)
+COMMENT_PODS = 30  # ... and in a comment (then cut to what GitHub accepts: `fit`)
 
 
 def _money(value: float | None) -> str:
@@ -82,46 +84,100 @@ def render_what_if_table(report: WhatIfReport) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_what_if_markdown(report: WhatIfReport) -> str:
+# In a comment, what the pull request does not own stays out: an object of another namespace
+# (`anti-affinity with pod secrets/vault-0`), and the AWS identity an error names (an account, a
+# role's ARN, an access key id). `ns/name` is a namespaced object when `ns` is a DNS label not
+# preceded by a name character, `.` or `/` (label keys like `kubernetes.io/hostname` are not).
+_NAMESPACED = re.compile(
+    r"(?<![\w./@:-])([a-z0-9](?:[-a-z0-9]*[a-z0-9])?)/([a-z0-9](?:[-a-z0-9.]*[a-z0-9])?)"
+)
+_AWS_IDENTITY = (
+    (re.compile(r"\barn:aws[\w-]*:[^\s'\"`,;()]*"), "(an AWS identity)"),
+    (re.compile(r"\b(?:assumed-role|role|user)/[\w+=,.@/-]+"), "(an AWS identity)"),
+    (re.compile(r"\b(?:AKIA|ASIA|AROA|AIDA)[A-Z0-9]{12,}\b"), "(an AWS key id)"),
+    (re.compile(r"(?<!\d)\d{12}(?!\d)"), "(an AWS account)"),
+    (re.compile(r"\bsystem:serviceaccount:[\w.:-]+"), "(a Kubernetes identity)"),
+)
+OTHER_NAMESPACE = "(an object of another namespace)"
+
+
+def for_comment(text: str, namespaces: frozenset[str]) -> str:
+    """`text` as a pull request may see it: objects outside `namespaces` (the pull request's own)
+    and AWS identities replaced by what they are."""
+    for pattern, what in _AWS_IDENTITY:
+        text = pattern.sub(what, text)
+    return _NAMESPACED.sub(lambda m: m[0] if m[1] in namespaces else OTHER_NAMESPACE, text)
+
+
+def _namespaces(report: WhatIfReport) -> frozenset[str]:
+    return frozenset(w.namespace for w in report.workloads)
+
+
+def render_what_if_markdown(report: WhatIfReport, budget: int = BODY_BUDGET) -> str:
     """The pull request's comment; its first line is the marker `--comment` finds it by. Every name
-    and reason comes from files and a cluster a pull request's author controls: made inert."""
-    lines = [
+    and reason comes from files and a cluster a pull request's author controls: made inert, with
+    nothing of another namespace or of the AWS identity in it, and cut to `budget` characters
+    (GitHub refuses a comment over 65,536), the verdict first and a note of what was left out."""
+    mine = _namespaces(report)
+
+    def text(value: str) -> str:
+        return inline(for_comment(value, mine))
+
+    head = [
         MARKER,
         f"### asg-reconciler what-if: capacity for cluster {code(report.cluster)}",
         "",
-        f"**{inline(_summary(report))}**",
+        f"**{text(_summary(report))}**",
         "",
     ]
+    parts: list[Part] = []
     adding = [g for g in report.groups if g.add]
     if adding:
-        lines += [
+        rows = [
+            f"| {inline(g.name)} | +{g.add} | {inline(g.instance_type or '?')} | "  # the operator's names
+            f"{_money(g.monthly_cost)} | {g.pods} |"
+            for g in adding
+        ]
+        header = [
             "| node group | add | instance type | monthly cost | new pods there |",
             "| --- | ---: | --- | ---: | ---: |",
         ]
-        for g in adding:
-            lines.append(
-                f"| {inline(g.name)} | +{g.add} | {inline(g.instance_type or '?')} | "
-                f"{_money(g.monthly_cost)} | {g.pods} |"
-            )
-        lines.append("")
+        parts.append(Part(rows, "node groups", header, [""]))
     unhosted = report.unhosted
     if unhosted:
-        lines += [f"#### Pods nothing can host ({len(unhosted)})", ""]
-        lines += [f"- {code(p.pod)}: {inline(p.reason)}" for p in unhosted[:COMMENT_PODS]]
+        lines = [f"- {code(p.pod)}: {text(p.reason)}" for p in unhosted[:COMMENT_PODS]]
         if len(unhosted) > COMMENT_PODS:
             lines.append(f"- ... and {len(unhosted) - COMMENT_PODS} more")
-        lines.append("")
-    lines += ["#### Workloads", ""]
+        parts.append(
+            Part(lines, "pods nothing can host", [f"#### Pods nothing can host ({len(unhosted)})", ""], [""])
+        )
+    workloads = []
     for w in report.workloads:
-        text = _workloadinline(w.kind, w.namespace, w.name, w.wanted, w.running, w.added)
-        lines.append(f"- {inline(text)}{f'; {inline(w.note)}' if w.note else ''}")
+        line = _workloadinline(w.kind, w.namespace, w.name, w.wanted, w.running, w.added)
+        workloads.append(f"- {text(line)}{f'; {text(w.note)}' if w.note else ''}")
     if report.skipped:
-        lines.append(f"- {len(report.skipped)} object(s) that run no pods skipped")
+        workloads.append(f"- {len(report.skipped)} object(s) that run no pods skipped")
+    parts.append(Part(workloads, "workloads", ["#### Workloads", ""]))
     if report.warnings:
-        lines += ["", "#### Warnings", ""] + [f"- {inline(w)}" for w in report.warnings]
-    lines += [
-        "",
-        f"<sub>Prices: {inline(report.prices)}, USD per hour x 730 h a month. What `plan --dry-run` adds "
-        "with these pods pending; nothing was changed.</sub>",
-    ]
-    return "\n".join(lines) + "\n"
+        parts.append(Part([f"- {text(w)}" for w in report.warnings], "warnings", ["", "#### Warnings", ""]))
+    parts[-1].after.extend(
+        [
+            "",
+            f"<sub>Prices: {text(report.prices)}, USD per hour x 730 h a month. What `plan --dry-run` adds "
+            "with these pods pending; nothing was changed.</sub>",
+        ]
+    )
+    summary = (
+        "*This answer is longer than a comment may be: the CI job's log has it whole (`--output json`).*"
+    )
+    return fit(head, parts, budget, summary)
+
+
+def render_what_if_failed(why: str, namespaces: frozenset[str]) -> str:
+    """The comment that replaces an earlier answer when this head could not be judged: the reason
+    without another namespace's objects or the AWS identity (the CI job's log has it whole)."""
+    return (
+        f"{MARKER}\n**failed**: could not work out the capacity: {inline(for_comment(why, namespaces))}\n\n"
+        "<sub>An earlier answer on this pull request was for another head; the CI job's log has the "
+        "details.</sub>\n"
+    )

@@ -27,6 +27,7 @@ from reconciler.config.settings import load_config
 from tests.support import k8s_objects as k
 from tests.support.aws import MotoAws, on_every_session
 from tests.support.cli import run
+from tests.support.failing_launches import FailingLaunches
 
 GROUPS, ZERO_GROUPS, PER_GROUP = 200, 10, 25
 TAG = "k8s.io/cluster-autoscaler/budget"
@@ -155,7 +156,11 @@ def within(calls: dict[str, int], budget: dict[str, int]) -> list[str]:
 
 
 def test_a_plan_at_5000_nodes_and_210_groups_stays_within_its_aws_call_budget(
-    aws: MotoAws, requests: Requests, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    aws: MotoAws,
+    requests: Requests,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    failing_launches: FailingLaunches,
 ) -> None:
     instances = build_world(aws)
     config = tmp_path / "asg-reconciler.yaml"
@@ -208,6 +213,21 @@ def test_a_plan_at_5000_nodes_and_210_groups_stays_within_its_aws_call_budget(
     assert removing == {f"g{n:03d}" for n in range(1, 9)} - {REFRESHING}
     kept = next(g for g in document["nodeGroups"] if g["name"] == REFRESHING)
     assert kept["removeInstances"] == [] and kept["desired"] == PER_GROUP
+
+    # AWS cannot launch a raise of 3 groups: their scaling activities are read, one request each,
+    # and nothing is asked about the 207 groups whose instances fill their desired.
+    failing = ("g010", "g011", "g012")
+    for name in failing:
+        failing_launches.fail(name)
+        aws.autoscaling.set_desired_capacity(AutoScalingGroupName=name, DesiredCapacity=PER_GROUP + 1)
+    requests.take()
+    write_snapshot(snapshot, instances, skip=0, idle=0)
+    document = plan(capsys, config, snapshot)
+    calls = requests.take()
+    assert document["awsCalls"] == calls == {**steady, "AutoScaling.DescribeScalingActivities": 3}
+    assert sorted(failing_launches.asked) == list(failing)
+    failed = {g["name"]: g["launchFailure"] for g in document["nodeGroups"] if g["launchFailure"]}
+    assert sorted(failed) == list(failing) and all(f["unfilled"] == 1 for f in failed.values())
 
 
 def test_run_reuses_descriptions_for_the_refresh_interval_and_forgets_them_on_errors(

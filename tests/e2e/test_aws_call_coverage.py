@@ -36,6 +36,7 @@ from reconciler.aws.clients import new_session
 from tests.support import k8s_objects as k
 from tests.support.apply_world import TAGS, World, pod
 from tests.support.aws import REGION, on_every_session
+from tests.support.failing_launches import FailingLaunches
 from tests.support.git import needs_ssh_keygen
 
 pytestmark = needs_ssh_keygen
@@ -43,9 +44,13 @@ pytestmark = needs_ssh_keygen
 IAM = Path(__file__).resolve().parents[2] / "examples" / "iam"
 POLICIES = {"plan": IAM / "plan-policy.json", "apply": IAM / "apply-policy.json"}
 
-# Actions a policy may grant although no end-to-end run here calls them, each with why. Empty: moto
-# fails DescribeInstanceRefreshes with an HTML 500, but the call is still made (and recorded) first.
-UNREACHED: dict[str, dict[str, str]] = {"plan": {}, "apply": {}}
+# Actions a policy may grant although no end-to-end run here calls them, each with why. moto fails
+# DescribeInstanceRefreshes with an HTML 500, but the call is still made (and recorded) first.
+_KUBECONFIG = "the CI workflows' `aws eks update-kubeconfig` (the AWS CLI, not asg-reconciler)"
+UNREACHED: dict[str, dict[str, str]] = {
+    "plan": {"eks:DescribeCluster": _KUBECONFIG},
+    "apply": {"eks:DescribeCluster": _KUBECONFIG},
+}
 WRITES = ("autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup")
 
 
@@ -107,7 +112,7 @@ def as_stage(
 
 
 def test_each_stage_calls_exactly_what_its_policy_grants(
-    world: World, recorder: Recorder, capsys: pytest.CaptureFixture[str]
+    world: World, recorder: Recorder, capsys: pytest.CaptureFixture[str], failing_launches: FailingLaunches
 ) -> None:
     # A second discovered group launching from a launch configuration (min = max = 0, so the
     # planner never picks it): discovery then reads DescribeLaunchConfigurations too.
@@ -143,6 +148,19 @@ def test_each_stage_calls_exactly_what_its_policy_grants(
     raised = as_stage(world, recorder, capsys, "apply", "apply")
     assert world.desired() > 1 and "raised desired" in raised.out, raised.out
     # The new instances have no node yet: their launch times are read (maxNodeProvisionTime).
+    as_stage(world, recorder, capsys, "plan", "plan", "--dry-run")
+    as_stage(world, recorder, capsys, "apply", "apply")
+    # AWS cannot launch the next raise: desired stays above the instances, so every stage reads the
+    # group's scaling activities (DescribeScalingActivities) to tell a failed launch from a slow one.
+    failing_launches.fail("general")
+    for i in range(2, 4):
+        world.kube.put(
+            k.pod(f"job-{i}", "batch", requests={"cpu": "1500m"}, owner_kind="Job", owner_name="j")
+        )
+    as_stage(world, recorder, capsys, "plan", "plan")
+    unfilled = world.desired()
+    as_stage(world, recorder, capsys, "apply", "apply")
+    assert world.desired() > unfilled and failing_launches.activities["general"], "the raise did not fail"
     as_stage(world, recorder, capsys, "plan", "plan", "--dry-run")
     as_stage(world, recorder, capsys, "apply", "apply")
     as_stage(world, recorder, capsys, "status", "status")

@@ -99,3 +99,25 @@ def test_progress_on_stderr_once_it_takes_longer_than_the_threshold(config: Path
     quiet = io.StringIO()
     write_report(load_config(config), tmp_path / "r.html", progress_after=60.0, stderr=quiet)
     assert quiet.getvalue() == ""
+
+
+def test_one_commit_of_made_up_groups_makes_a_page_of_bounded_size(
+    config: Path, seeded_remote: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by review (issue 28): whoever can push wrote one 620 KB commit naming 20,000 groups no
+    manifest has, and the page grew to 38 MB, a chart each. The manifests' groups are charted; the
+    rest are listed and counted."""
+    changes = "".join(f"Capacity-Change: made-up-{i:06d} 1 -> 2\n" for i in range(20_000))
+    message = f"capacity({CLUSTER}): scale up\n\nCapacity-Cluster: {CLUSTER}\n{changes}"
+    assert len(message) > 600_000
+    BOT.commit(
+        seeded_remote, "main", {"notes.txt": "x\n"}, message, when=datetime.now(UTC) - timedelta(hours=1)
+    )
+    out = tmp_path / "capacity.html"
+    result = run(capsys, "history", "--config", str(config), "--report", str(out))
+    assert result.code == 0, result.err
+    html = out.read_text()
+    assert len(html) < 2_000_000, len(html)
+    mine = next(s for s in html.split('<section class="cluster"')[1:] if f"<h2>Cluster {CLUSTER}" in s)
+    assert "<h3>asg-a</h3>" in mine and "<h3>asg-b</h3>" in mine  # the manifest's groups keep their charts
+    assert "node groups without a chart" in mine and "more node groups not listed here" in mine

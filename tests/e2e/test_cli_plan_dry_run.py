@@ -90,7 +90,9 @@ def test_csv_has_one_row_per_group_with_the_json_field_names(
     by_name = {r["name"]: r for r in rows}
     assert (by_name["general"]["current"], by_name["general"]["desired"]) == ("0", "2")
     assert by_name["general"]["action"] == "scale-up"
-    assert by_name["general"]["reasons"] == "2 pending pod(s) need 2 × m5.large"
+    assert by_name["general"]["reasons"] == (
+        "2 pending pod(s) need 2 × m5.large; adds about $140.16 a month (2 x m5.large at $0.0960/h on-demand)"
+    )
     assert by_name["idle"]["action"] == "none"
 
 

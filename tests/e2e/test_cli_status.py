@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import jsonschema
@@ -114,13 +115,24 @@ def test_status_live_through_the_fake_api(
 def test_status_warns_when_cluster_autoscaler_is_live(
     aws: MotoAws, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """A Lease renewed a moment ago. (Until issue 28 this test renewed it in 2099, which read as
+    fresh for ever; such a time is now no evidence, and said so.)"""
     aws.asg("general", min_size=1, max_size=5, desired=1, tags=TAGS)
-    lease = k.lease("cluster-autoscaler", "kube-system", holder="ca-0", renew_time="2099-01-01T00:00:00Z")
+    renewed = (datetime.now(UTC) - timedelta(seconds=5)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    lease = k.lease("cluster-autoscaler", "kube-system", holder="ca-0", renew_time=renewed)
     snapshot = tmp_path / "dump.json"
     snapshot.write_text(json.dumps({"kind": "List", "items": [lease, *cluster_objects(aws)]}))
     result = run(capsys, "status", "--config", str(write_config(tmp_path)), "--snapshot", str(snapshot))
     assert result.code == 0
     assert "cluster-autoscaler is live" in result.out
+    lease = k.lease(
+        "cluster-autoscaler", "kube-system", holder="ca-0", renew_time="2099-01-01T00:00:00.000000Z"
+    )
+    snapshot.write_text(json.dumps({"kind": "List", "items": [lease, *cluster_objects(aws)]}))
+    result = run(capsys, "status", "--config", str(write_config(tmp_path)), "--snapshot", str(snapshot))
+    assert result.code == 0
+    assert "cluster-autoscaler is live" not in result.out
+    assert "lease kube-system/cluster-autoscaler is ignored" in result.out
 
 
 @pytest.mark.parametrize(

@@ -196,7 +196,7 @@ def test_an_existing_deployment_counts_only_its_difference(
     assert len(up["pods"]) == 15
 
     down = what_if(
-        capsys, cfg, snap, str(write_yaml(tmp_path / "down.yaml", deployment("web", 3, {"cpu": "1"})))
+        capsys, cfg, snap, str(write_yaml(tmp_path / "down.yaml", deployment("web", 3, {"cpu": "100m"})))
     )
     (web,) = down["workloads"]
     assert (web["running"], web["added"]) == (5, 0)
@@ -439,10 +439,12 @@ def test_comment_keeps_one_comment_on_the_application_pull_request(
         assert len(posts) == 1 and len(patches) == 1 and str(check_comment) not in patches[0].path
         assert TOKEN not in first.out + first.err + second.out + second.err
 
-        # a bad file writes nothing, the comment included
+        # a bad file writes nothing but the comment, which no longer stands for this head
         bad = run(capsys, *args, str(tmp_path / "missing.yaml"))
         one_line_error(bad, "missing.yaml: file not found")
-        assert len(github.writes()) == 2
+        assert len(github.writes()) == 3
+        (ours,) = [c for c in github.comments(number) if c.startswith("<!-- asg-reconciler what-if -->")]
+        assert "**failed**" in ours and "could not be read" in ours and "missing.yaml: file not found" in ours
 
 
 def test_comment_needs_a_forge_that_keeps_pull_requests(

@@ -30,7 +30,7 @@ DOCKER = ROOT / "examples" / "docker"
 DOCKERFILE = DOCKER / "Dockerfile"
 DIGEST = re.compile(r"python:3\.11-slim@sha256:[0-9a-f]{64}")
 # What the builder stage COPYs into its context; the wheel is built from these and nothing else.
-BUILD_INPUTS = ("pyproject.toml", "README.md", "reconciler", "schemas")
+BUILD_INPUTS = ("pyproject.toml", "README.md", "LICENSE", "reconciler", "schemas")
 OCI_LABELS = ("source", "title", "description", "licenses", "version")
 
 
@@ -200,6 +200,9 @@ def test_the_wheel_holds_the_package_data_the_entry_point_and_the_dependencies(w
     ]
     assert len(wanted) >= 6 and set(wanted) <= names, set(wanted) - names
     assert "asg-reconciler = reconciler.cli:main" in entry_points
+    # the licence travels with every copy (Apache-2.0 section 4), and the metadata names it
+    assert f"{dist_info}/licenses/LICENSE" in names
+    assert "License-Expression: Apache-2.0" in metadata and "License-File: LICENSE" in metadata
     requires = {
         line.removeprefix("Requires-Dist: ")
         for line in metadata.splitlines()

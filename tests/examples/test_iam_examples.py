@@ -148,3 +148,22 @@ def test_every_placeholder_is_one_the_deploy_guide_explains() -> None:
     for path in DOCUMENTS:
         capitals = set(re.findall(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b|\bREGION\b", path.read_text()))
         assert capitals <= set(PLACEHOLDERS), f"{path.name}: unexplained placeholder {capitals}"
+
+
+@pytest.mark.parametrize("stage", ["plan", "apply"])
+def test_the_role_may_describe_its_own_cluster_for_update_kubeconfig(stage: str) -> None:
+    """Found by review (issue 28): the CI workflows run `aws eks update-kubeconfig`, which calls
+    eks:DescribeCluster, and no shipped policy granted it: the first run failed with AccessDenied.
+    Granted on the one cluster's ARN, not on every cluster of the account."""
+    workflows = ROOT / "examples" / "github-actions"
+    assert "aws eks update-kubeconfig" in (workflows / f"{stage}.yml").read_text()
+    statements = load(IAM / f"{stage}-policy.json")["Statement"]
+    (statement,) = [s for s in statements if "eks:DescribeCluster" in actions(s)]
+    assert actions(statement) == ["eks:DescribeCluster"]
+    assert statement["Effect"] == "Allow"
+    assert statement["Resource"] == "arn:aws:eks:REGION:ACCOUNT_ID:cluster/CLUSTER_NAME"
+    others = [s for s in statements if s is not statement]
+    # the only other EKS action: DescribeNodegroup, on this cluster's node groups (managed node groups)
+    assert [a for s in others for a in actions(s) if a.startswith("eks:")] == ["eks:DescribeNodegroup"]
+    (nodegroups,) = [s for s in others if "eks:DescribeNodegroup" in actions(s)]
+    assert nodegroups["Resource"] == "arn:aws:eks:REGION:ACCOUNT_ID:nodegroup/CLUSTER_NAME/*/*"

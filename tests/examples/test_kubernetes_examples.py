@@ -251,3 +251,101 @@ def test_lease_names_in_the_roles_follow_the_cluster_in_the_config(name: str) ->
             for resource_name in rule.get("resourceNames", []):
                 if resource_name.startswith("asg-reconciler-") and "leases" in rule["resources"]:
                     assert resource_name.endswith(f"-{cluster}"), (role["metadata"]["name"], resource_name)
+
+
+@pytest.mark.parametrize("name", OVERLAYS)
+def test_no_identity_may_create_a_configmap(name: str) -> None:
+    """Found by review (issue 28): the plan Role could `create` any ConfigMap in its namespace (RBAC
+    cannot limit create by name), so the plan identity could create `asg-reconciler-control`, the
+    kill switch, with its own content before anyone suspended. Both ConfigMaps are shipped; no Role
+    or ClusterRole of any overlay grants create on ConfigMaps."""
+    objects = overlay(name)
+    for role in find(objects, "Role") + find(objects, "ClusterRole"):
+        for rule in role["rules"]:
+            if "configmaps" in rule["resources"] and "" in rule["apiGroups"]:
+                assert "create" not in rule["verbs"], (role["metadata"]["name"], rule)
+                assert rule.get("resourceNames"), (role["metadata"]["name"], "ConfigMaps only by name")
+
+
+@pytest.mark.parametrize("name", OVERLAYS)
+def test_no_identity_may_create_a_lease_in_the_release_namespace(name: str) -> None:
+    """The leader Leases are shipped too: with `create` on Leases there, the plan identity could take
+    the name of apply's leader Lease before apply first started. (Apply's own Lease in kube-system
+    is still created by apply, docs/deploy-kubernetes.md.)"""
+    objects = overlay(name)
+    for role in find(objects, "Role"):
+        if role["metadata"]["namespace"] != NAMESPACE:
+            continue
+        for rule in role["rules"]:
+            if "leases" in rule["resources"]:
+                assert "create" not in rule["verbs"], (role["metadata"]["name"], rule)
+    granted = {
+        n
+        for role in find(objects, "Role")
+        if role["metadata"]["namespace"] == NAMESPACE
+        for rule in role["rules"]
+        if "leases" in rule["resources"]
+        for n in rule.get("resourceNames", [])
+    }
+    shipped = {lease["metadata"]["name"] for lease in find(objects, "Lease")}
+    assert shipped == granted  # every Lease a stage elects on is there, and no other
+    for lease in find(objects, "Lease"):
+        assert lease["metadata"]["namespace"] == NAMESPACE and not lease.get("spec"), lease
+
+
+@pytest.mark.parametrize("name", OVERLAYS)
+def test_the_kill_switch_and_the_status_configmap_are_shipped_empty(name: str) -> None:
+    """They exist from the first deploy, in run.namespace, with no `data:`: `kubectl apply` of the
+    kustomization again never drops the keys the stages and `suspend` wrote (it would resume a
+    suspended cluster)."""
+    objects = overlay(name)
+    for configmap in ("asg-reconciler-control", "asg-reconciler-status"):
+        (shipped,) = find(objects, "ConfigMap", configmap)
+        assert shipped["metadata"]["namespace"] == NAMESPACE
+        assert "data" not in shipped and "binaryData" not in shipped, configmap
+    assert not find(objects, "ConfigMap", "asg-reconciler-cluster")  # local-config: never applied
+
+
+def test_the_roles_follow_the_cluster_named_once(tmp_path: Path) -> None:
+    """Found by review (issue 28): the Roles' resourceNames hard-coded `prod-eks`, so a config for
+    another cluster met 403s on its Leases. The name is set once, in base/cluster.yaml, and every
+    Lease name of every Role follows it."""
+    import shutil
+
+    copy = tmp_path / "kubernetes"
+    shutil.copytree(EXAMPLES, copy)
+    source = copy / "base" / "cluster.yaml"
+    source.write_text(source.read_text().replace("cluster: prod-eks", "cluster: staging-eu-1"))
+    for name in OVERLAYS:
+        objects = render(copy / "overlays" / name)
+        leases = [
+            resource_name
+            for role in find(objects, "Role")
+            for rule in role["rules"]
+            if "leases" in rule["resources"]
+            for resource_name in rule.get("resourceNames", [])
+            if resource_name.startswith("asg-reconciler-")
+        ]
+        assert all(n.endswith("-staging-eu-1") for n in leases), (name, leases)
+        roles = yaml.safe_dump(find(objects, "Role") + find(objects, "ClusterRole") + find(objects, "Lease"))
+        assert "prod-eks" not in roles and "CLUSTER" not in roles, name
+        assert all(lease["metadata"]["name"].endswith("-staging-eu-1") for lease in find(objects, "Lease"))
+    split = {
+        n
+        for role in find(render(copy / "overlays" / "split"), "Role")
+        for r in role["rules"]
+        for n in r.get("resourceNames", [])
+    }
+    assert {
+        "asg-reconciler-plan-leader-staging-eu-1",
+        "asg-reconciler-apply-leader-staging-eu-1",
+        "asg-reconciler-apply-staging-eu-1",
+    } <= split
+
+
+@pytest.mark.parametrize("name", OVERLAYS)
+def test_base_names_the_cluster_every_config_plans(name: str) -> None:
+    """base/cluster.yaml and the configs' `cluster:` must agree (the Roles follow the former, the
+    Lease names the code uses the latter)."""
+    named = yaml.safe_load((EXAMPLES / "base" / "cluster.yaml").read_text())["data"]["cluster"]
+    assert {c.cluster for c in configs(overlay(name)).values()} == {named}

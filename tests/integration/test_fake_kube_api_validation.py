@@ -196,3 +196,35 @@ def test_kubectl_watches_through_the_fake(
     finally:
         watcher.kill()
         watcher.wait()
+
+
+def test_quantities_past_int64_are_accepted_as_by_a_real_server(
+    kube_api: FakeKubeAPI, kube_client: client.ApiClient
+) -> None:
+    """kube-apiserver parses `1e33` (apimachinery's ParseQuantity keeps it as an inf.Dec; only
+    Value() overflows) and serves it back; ResourceQuota does not cover DaemonSets. The fake must
+    accept it too, or the tests of issue 28 would plant what no client could write."""
+    pod = k.pod("greedy", "team-a", requests={"memory": "1e33", "cpu": "1e20"})
+    daemonset = k.daemonset("agent", "team-a", requests={"memory": "1e33"})
+    status, created = _post(kube_api, "/api/v1/namespaces/team-a/pods", pod)
+    assert status == 201, created
+    status, created = _post(kube_api, "/apis/apps/v1/namespaces/team-a/daemonsets", daemonset)
+    assert status == 201, created
+    served = client.CoreV1Api(kube_client).read_namespaced_pod("greedy", "team-a")
+    assert served.spec.containers[0].resources.requests["memory"] == "1e33"
+
+
+def test_a_quantity_no_server_can_parse_is_a_bad_request(kube_api: FakeKubeAPI) -> None:
+    """As kube-apiserver's decoder: `cpu: lots` cannot be handled as a Pod (400), on create and on
+    update alike; such a pod reaches a reader only through a dump or `put` (the tests' planting)."""
+    status, answer = _post(
+        kube_api, "/api/v1/namespaces/team-b/pods", k.pod("typo", "team-b", requests={"cpu": "lots"})
+    )
+    assert status == 400, answer
+    assert "cannot be handled as a Pod: quantities must match the regular expression" in answer["message"]
+    status, answer = _post(
+        kube_api,
+        "/apis/apps/v1/namespaces/team-b/daemonsets",
+        k.daemonset("agent", "team-b", requests={"memory": "1 Gi"}),
+    )
+    assert status == 400, answer

@@ -522,3 +522,46 @@ def test_a_server_that_answers_every_watch_with_410_is_not_asked_in_a_tight_loop
     time.sleep(3.0)
     kube_api.fault = None
     assert 2 <= len(watches) <= 20, len(watches)  # backed off: at most ~one every 0.5s once grown
+
+
+FORMS = " (use forms like 100m, 1.5, 2Gi, 500M, 1e3)"
+
+
+def test_a_tenants_quantities_never_stop_the_pod_reflector(
+    kube_api: FakeKubeAPI, make: Make, kube_client: Any
+) -> None:
+    """Issue 28: one pod asking `memory: 1e33` failed every list and watch of pods, and the
+    reflector relisted and failed for ever. The value now saturates; a pod that cannot be read at
+    all (no server would serve it; planted in the fake) is left out with a warning naming it, as
+    the live read does, in the list and in watch events alike."""
+    kube_api.put(k.pod("greedy", "team-a", requests={"memory": "1e33"}))
+    kube_api.put(k.pod("typo", "team-b", requests={"cpu": "lots"}))
+    kube_api.put(k.daemonset("agent", "team-a", requests={"memory": "1e33"}))
+    wrong_type = k.pod("wrong-type", "team-c")
+    wrong_type["spec"]["priority"] = "high"  # a field of the wrong type fails its page's schema
+    kube_api.put(wrong_type)
+    cache = make()
+    state = converges(cache, kube_client)
+    assert [p.key for p in state.pods] == ["team-a/greedy"]
+    assert state.pods[0].requests.memory == 2**63 - 1
+    assert state.daemonsets[0].requests.memory == 2**63 - 1
+    assert [w for w in state.warnings if "left out" in w] == [
+        "pod team-b/typo left out of the plan: it cannot be read: "
+        "spec.containers[app].resources.requests.cpu: 'lots' is not a Kubernetes quantity" + FORMS,
+        "pod team-c/wrong-type left out of the plan: it cannot be read: "
+        "Expected `int`, got `str` - at `$.spec.priority`",
+    ]
+    kube_api.delete_object("Pod", "team-c", "wrong-type")
+    kube_api.put(k.pod("greedy", "team-a", requests={"memory": "many"}))  # a watch event breaks it
+    state = converges(cache, kube_client)
+    assert state.pods == ()
+    assert sum("left out" in w for w in state.warnings) == 2
+    kube_api.put(k.pod("typo", "team-b", requests={"cpu": "1"}))  # and one mends it
+    state = converges(cache, kube_client)
+    assert [p.key for p in state.pods] == ["team-b/typo"]
+    assert [w for w in state.warnings if "left out" in w] == [
+        "pod team-a/greedy left out of the plan: it cannot be read: "
+        "spec.containers[app].resources.requests.memory: 'many' is not a Kubernetes quantity" + FORMS
+    ]
+    assert cache.relists("Pod", "error") == 0
+    assert all(not h.problem for h in cache.health())

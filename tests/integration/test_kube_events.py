@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client
 
 from reconciler.demo.kube_api import FakeKubeAPI
-from reconciler.domain.event import NODE, NORMAL, POD, WARNING, EventSpec
+from reconciler.domain.event import CONFIGMAP, NODE, NORMAL, POD, WARNING, EventSpec
 from reconciler.kube.events import EmitResult, EventRecorder, event_name
 from tests.support.kube import make_api_client
 
@@ -232,3 +232,30 @@ def test_what_cannot_be_written_for_an_hour_is_dropped(
     assert recorder.pending == 1
     recorder.emit([], at(3601))
     assert recorder.pending == 0
+
+
+def test_a_failed_scale_up_is_found_on_the_status_configmap(
+    kube_api: FakeKubeAPI, kube_client: client.ApiClient
+) -> None:
+    """`kubectl describe configmap asg-reconciler-status -n kube-system` lists FailedToScaleUpGroup,
+    as `describe configmap cluster-autoscaler-status` lists CA's."""
+    failed = EventSpec(
+        CONFIGMAP,
+        "kube-system",
+        "asg-reconciler-status",
+        "",
+        WARNING,
+        "FailedToScaleUpGroup",
+        "Scale-up failed for group spot: AWS could not launch 2 instance(s): InsufficientInstanceCapacity",
+    )
+    assert EventRecorder(kube_client).emit([failed], T0).created == 1
+    found = client.CoreV1Api(kube_client).list_namespaced_event(
+        "kube-system",
+        field_selector="involvedObject.kind=ConfigMap,involvedObject.name=asg-reconciler-status",
+    )
+    [event] = found.items
+    assert (event.type, event.reason, event.involved_object.namespace) == (
+        "Warning",
+        "FailedToScaleUpGroup",
+        "kube-system",
+    )

@@ -127,10 +127,27 @@ def without_code_spans(line: str) -> str:
 def shown(cell: str) -> str:
     """The text one table cell or piece of prose shows: a whole code span's content (its `\\|`
     unescaped by the table), else the prose with backslash escapes, the three entities we write
-    and the zero-width joiners after @ undone."""
+    and the zero-width joiners that break mentions, autolinks and cross-references undone."""
     cell = cell.replace("\\|", "|") if cell.startswith("`") else cell
     spans = code_spans(cell)
     if len(spans) == 1 and without_code_spans(cell) == "`code`":
         return spans[0]
     text = re.sub(r"\\(.)", r"\1", cell)
-    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&").replace("@\u200d", "@")
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&").replace("\u200d", "")
+
+
+# What GitHub links in prose (outside code spans and fenced blocks): its autolink extension
+# (`http(s)://`, `www.`), and its reference filter (`#12`, `org/repo#12`, `GH-12`, `@user`).
+_LINKS = re.compile(
+    r"(?i)\b(?:https?|ftp)://\S"
+    r"|(?:^|[\s*_~(])www\.[\w-]"
+    r"|(?:^|[^\w&])#\d"
+    r"|[\w.-]+/[\w.-]+#\d"
+    r"|\bgh-\d"
+    r"|(?<![\w.`])@[a-z0-9]"
+)
+
+
+def links(text: str) -> list[str]:
+    """Every piece of `text` GitHub would render as a link, a cross-reference or a mention."""
+    return [m[0] for line in outside_fences(text) for m in _LINKS.finditer(without_code_spans(line))]

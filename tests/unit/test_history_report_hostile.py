@@ -14,7 +14,14 @@ from reconciler.gitops.fleet_history import FleetSource, ManifestFile, build_fle
 from reconciler.gitops.history import Entry, build_entries, parse_since
 from reconciler.gitops.manifest import GroupEntry, Manifest, parse_manifest
 from reconciler.gitops.trailers import scan_trailers
-from reconciler.views.history_html import render_report
+from reconciler.views.history_html import (
+    MAX_CHARTS,
+    MAX_EVENT_ROWS,
+    MAX_HISTORY_CHARTS,
+    MAX_LISTED,
+    MAX_SECTIONS,
+    render_report,
+)
 
 NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
 RLO, PDI = "\u202e", "\u2069"
@@ -138,3 +145,58 @@ def test_a_fleet_of_ten_thousand_groups_builds_in_linear_time() -> None:
     fleet = build_fleet(FleetSource((), (ManifestFile("capacity/many.yaml", parsed),)), now=NOW)
     assert fleet.group_count == 10_000
     assert time.perf_counter() - started < 1.0  # was 4 s: a linear search of the manifest per group
+
+
+# ----------------------------------------------------------------------------- the page's size
+
+
+def test_a_commit_of_made_up_groups_makes_a_page_of_bounded_size() -> None:
+    """Found by review (issue 28): one 620 KB commit naming 20,000 made-up groups made a 38 MB page
+    (a chart each). Charts go to the groups a manifest has (and a few recent others); the others are
+    listed, a bounded number, and counted; the events tables keep the newest MAX_EVENT_ROWS; one
+    long reason, repeated for every group, is cut."""
+    reason = "r" * 5_000
+    made_up = [
+        change(f"made-up-group-{i:06d}", NOW - timedelta(minutes=i), 1, 2)._replace(reason=reason)
+        for i in range(20_000)
+    ]
+    real = manifest("capacity/prod.yaml", "prod", {"a": 3, "b": 2})
+    html = page([*made_up, change("a", NOW, 1, 3)], (real,))
+    assert len(html) < 6_000_000, len(html)  # was 54 MB, and 150 MB with the reason
+    # a and b, the manifest's groups, and the most recently active groups no manifest has
+    assert html.count("<svg") == 2 + MAX_HISTORY_CHARTS
+    assert '<figure id="c1-g1">' in html and "<h3>a</h3>" in html
+    assert "<h3>made-up-group-000000</h3>" in html and "<h3>made-up-group-000020</h3>" not in html
+    assert f"{20_000 - MAX_HISTORY_CHARTS} node groups without a chart" in html
+    assert f"{20_000 - MAX_HISTORY_CHARTS - MAX_LISTED} more node groups not listed here" in html
+    assert html.count("<td>not in the manifest now</td>") == MAX_LISTED
+    assert html.count('<tr class="event') == MAX_EVENT_ROWS
+    assert f"{20_001 - MAX_EVENT_ROWS} older events not shown" in html
+    assert "r" * 5_000 not in html and "(5,000 characters in all)" in html
+
+
+def test_commits_naming_thousands_of_clusters_give_a_bounded_number_of_sections() -> None:
+    entries = [
+        change("g", NOW - timedelta(minutes=i), 1, 2, cluster=f"made-up-{i:05d}") for i in range(5_000)
+    ]
+    real = manifest("capacity/prod.yaml", "prod", {"a": 3})
+    html = page([*entries, change("a", NOW, 1, 3)], (real,))
+    assert html.count('<section class="cluster"') == MAX_SECTIONS
+    assert "<h2>Cluster prod</h2>" in html  # the manifest's cluster comes first
+    assert f"{5_001 - MAX_SECTIONS} more clusters not shown" in html
+    assert len(html) < 3_000_000, len(html)
+
+
+def test_a_manifest_of_thousands_of_groups_charts_a_bounded_number() -> None:
+    many = manifest("capacity/prod.yaml", "prod", {f"g{i:04d}": 2 for i in range(2_000)})
+    html = page([change("g0001", NOW, 1, 2)], (many,))
+    assert html.count("<svg") == MAX_CHARTS
+    assert html.count("<td>past the page's charts</td>") == MAX_LISTED
+    assert len(html) < 3_000_000, len(html)
+
+
+def test_node_group_draws_the_chart_of_a_group_no_manifest_has() -> None:
+    made_up = [change(f"made-up-{i}", NOW - timedelta(minutes=i), 1, 2) for i in range(10)]
+    html = page(made_up, (manifest("capacity/prod.yaml", "prod", {"a": 3}),), node_group="made-up-4")
+    assert html.count("<svg") == 1 and "<h3>made-up-4</h3>" in html
+    assert "without a chart" not in html

@@ -3,9 +3,11 @@
 import json
 from datetime import UTC, datetime
 
+import pytest
+
 from reconciler.domain.model import Node, Resources, instance_id_from_provider_id
 from reconciler.kube.autoscaler import detect_autoscaler
-from reconciler.kube.parse import ObjectReader
+from reconciler.kube.parse import ObjectReader, Unreadable
 from reconciler.kube.schema import item_decoder, list_decoder
 
 
@@ -163,16 +165,26 @@ def test_cluster_autoscaler_detection() -> None:
     now = datetime(2026, 1, 2, 12, 0, tzinfo=UTC)
     fresh_cm = {
         "metadata": {
+            "namespace": "kube-system",
             "annotations": {
                 "cluster-autoscaler.kubernetes.io/last-updated": "2026-01-02 11:58:00.1 +0000 UTC"
-            }
+            },
         }
     }
-    stale_cm = {"data": {"status": "Cluster-autoscaler status at 2026-01-01 11:58:00.1 +0000 UTC:\n..."}}
-    lease = {"spec": {"renewTime": "2026-01-02T11:59:30.000000Z"}}
+    stale_cm = {
+        "metadata": {"namespace": "kube-system"},
+        "data": {"status": "Cluster-autoscaler status at 2026-01-01 11:58:00.1 +0000 UTC:\n..."},
+    }
+    lease = {"metadata": {"namespace": "kube-system"}, "spec": {"renewTime": "2026-01-02T11:59:30.000000Z"}}
     found = detect_autoscaler([fresh_cm], [], now)
     assert found is not None and "configmap" in found.source
     assert detect_autoscaler([stale_cm], [], now) is None
     found = detect_autoscaler([stale_cm], [lease], now)
     assert found is not None and "lease" in found.source
     assert detect_autoscaler([], [], now) is None
+
+
+def test_a_field_of_the_wrong_kind_names_itself_briefly() -> None:
+    """A dump's `priority: high` is named with its field, and a long value is not repeated whole."""
+    with pytest.raises(Unreadable, match=r"^spec\.priority: 'x+\.\.\. is not an integer$"):
+        ObjectReader().pod({"metadata": {"name": "p"}, "spec": {"priority": "x" * 1000}})

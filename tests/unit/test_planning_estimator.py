@@ -55,12 +55,24 @@ def test_memory_and_max_pods_bound_too() -> None:
     assert estimate(group_pods(tiny), base(pods=10), 10).node_count == 3
 
 
-def test_pods_without_requests_are_bound_by_pod_slots_even_on_an_overfull_template() -> None:
-    hog = (DaemonSet("kube-system", "hog", Resources.of(cpu=5000)),)  # overfills the 4-core template
+def test_pods_without_requests_are_bound_by_pod_slots() -> None:
+    agent = (DaemonSet("kube-system", "agent", Resources.of(cpu=3500)),)
     free = [pod(f"f{i}", cpu=0, mem_gi=0, owner="f") for i in range(7)]
-    result = estimate(group_pods(free), base(pods=4, daemonsets=hog), 10)
+    result = estimate(group_pods(free), base(pods=4, daemonsets=agent), 10)
     assert result.node_count == 3  # 3 slots left per node after the DaemonSet pod
     assert not result.unfit
+
+
+def test_a_daemonset_that_cannot_fit_a_new_node_takes_nothing_there() -> None:
+    """Its pod goes through kube-scheduler and stays Pending on a node too small for it; counted,
+    it would fill every new node (a tenant's `memory: 1e33` DaemonSet stopped every scale-up: until
+    issue 28 this test said the hog took a pod slot and all the room)."""
+    hog = (DaemonSet("tenant", "hog", Resources.of(cpu=5000)),)  # more than the 4-core template
+    huge = (DaemonSet("tenant", "huge", Resources.of(memory=2**63 - 1)),)
+    free = [pod(f"f{i}", cpu=0, mem_gi=0, owner="f") for i in range(7)]
+    assert estimate(group_pods(free), base(pods=4, daemonsets=hog + huge), 10).node_count == 2
+    work = [pod(f"w{i}", cpu=2000, owner="w") for i in range(4)]
+    assert estimate(group_pods(work), base(daemonsets=hog + huge), 10).node_count == 2
 
 
 def test_daemonset_overhead_reduces_room() -> None:

@@ -413,3 +413,45 @@ def test_running_backoff_is_kept_after_the_stale_instances_are_gone() -> None:
     # Once it has ended, it is dropped and the group grows again.
     over = world.plan(memory=PlannerMemory(backoffs={"general": running}), now=NOW + timedelta(minutes=4))
     assert over.memory.backoffs == {} and over.group("general").new_nodes == 1
+
+
+def test_limits_are_spent_on_higher_priorities_first() -> None:
+    """Fifty priority-0 pods that fit `general` must not use up maxNodesTotal before the
+    priority-100000 pod that needs the GPU group is considered (issue 28): the scheduler serves
+    pods by priority, and so does the spending of a cluster-wide limit."""
+    gpu = template("g5.xlarge", labels={"gpu": "yes"}, taints=(GPU_TAINT,), **{"nvidia.com/gpu": 1})
+    world = busy_world().group("gpu", tmpl=gpu)
+    for i in range(50):
+        world.pending(f"batch-{i}", cpu=1000, created=NOW - timedelta(hours=2))
+    world.pending(
+        "inference",
+        cpu=1000,
+        priority=100000,
+        extra={"nvidia.com/gpu": 1},
+        scheduling=Scheduling(
+            node_selector=(("gpu", "yes"),),
+            tolerations=(Toleration("nvidia.com/gpu", "Equal", "true", "NoSchedule"),),
+        ),
+    )
+    plan = world.plan(limits=LimitsConfig(max_nodes_total=3))  # one node runs: two more at most
+    assert plan.group("gpu").new_nodes == 1
+    assert plan.group("general").new_nodes == 1
+    outcome = {o.pod: o.node_group for o in plan.pending}
+    assert outcome["default/inference"] == "gpu"
+    assert sum(1 for pod, group in outcome.items() if group == "general") == 4
+    left = next(o for o in plan.pending if o.node_group is None)
+    assert "limits.maxNodesTotal reached" in left.reason
+
+
+def test_lower_priorities_fill_the_room_higher_ones_left() -> None:
+    """Spending by priority costs no packing: a low-priority pod takes the spare room of the node
+    added for a higher one before any further node is counted."""
+    world = busy_world()
+    world.pending("urgent", cpu=2000, priority=1000)
+    world.pending("filler", cpu=1500)
+    plan = world.plan(limits=LimitsConfig(max_nodes_total=2))
+    assert plan.group("general").new_nodes == 1
+    assert {o.pod: o.node_group for o in plan.pending} == {
+        "default/urgent": "general",
+        "default/filler": "general",
+    }

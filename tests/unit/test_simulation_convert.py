@@ -276,3 +276,15 @@ def test_pod_level_requests_are_kept_in_the_trace(tmp_path: Path) -> None:
     trace.write(tmp_path / "trace.jsonl")
     [read] = read_trace(tmp_path / "trace.jsonl").events
     assert read.pod.requests == Resources({"cpu": 2000, "memory": 4 * 2**30})  # type: ignore[union-attr]
+
+
+def test_an_object_of_the_wrong_shape_is_a_one_line_error_naming_it(tmp_path: Path) -> None:
+    """The snapshot reader hands on an object its schema refuses (issue 28: one object must not fail
+    a plan's read) marked as such; a trace must not be built from what is left of it."""
+    wrong = json.loads(json.dumps(DUMP_1[2]))
+    wrong["spec"]["priority"] = "high"
+    path = tmp_path / "dump-2026-06-01T09:00:00Z.json"
+    path.write_text(json.dumps({"kind": "List", "items": [*DUMP_1[:2], wrong]}))
+    name = f"{wrong['metadata'].get('namespace') or ''}/{wrong['metadata']['name']}".lstrip("/")
+    with pytest.raises(UserError, match=rf"dump-.*\.json: Pod {name}: Expected `int`, got `str`"):
+        convert(dump_paths([path]))

@@ -84,12 +84,6 @@ def test_single_object_and_bare_array(tmp_path: Path) -> None:
         ('{"metadata": {"name": "x"}}', "without `kind`"),
         ("42", "expected Kubernetes objects"),
         ("", "no Kubernetes objects"),
-        ('{"kind": "PodList", "items": [{"spec": {"priority": "high"}}]}', "Expected `int`, got `str`"),
-        (
-            '{"kind":"PodList","items":[{"metadata":{"name":"p"},"spec":{"containers":'
-            '[{"resources":{"requests":{"cpu":"lots"}}}]},"status":{"phase":"Running"}}]}',
-            "cpu",
-        ),
     ],
 )
 def test_malformed_snapshot_is_one_line_user_error(tmp_path: Path, content: str, message: str) -> None:
@@ -165,3 +159,31 @@ def test_namespaces_in_yaml(tmp_path: Path) -> None:
     with stream.open("w") as handle:
         YAML(typ="safe", pure=True).dump(document, handle)
     assert read_snapshot(stream, NOW).namespaces == EXPECTED_NAMESPACES
+
+
+@pytest.mark.parametrize(
+    ("pods", "problem"),
+    [
+        (
+            '{"metadata":{"name":"bad","namespace":"team-a"},"spec":{"containers":'
+            '[{"name":"app","resources":{"requests":{"cpu":"lots"}}}]},"status":{"phase":"Running"}}',
+            "spec.containers[app].resources.requests.cpu: 'lots' is not a Kubernetes quantity",
+        ),
+        (
+            '{"metadata":{"name":"bad","namespace":"team-a"},"spec":{"priority":"high"}}',
+            "Expected `int`, got `str` - at `$.spec.priority`",
+        ),
+    ],
+)
+def test_an_unreadable_object_in_a_snapshot_is_left_out_with_a_warning(
+    tmp_path: Path, pods: str, problem: str
+) -> None:
+    """A tenant's object is input, never a reason to stop (issue 28): until then one pod the reader
+    could not read failed the whole snapshot, and `plan --snapshot` exited 2."""
+    good = '{"metadata":{"name":"good","namespace":"team-b"},"spec":{"containers":[{"name":"app"}]}}'
+    dump = tmp_path / "dump.json"
+    dump.write_text(f'{{"kind":"PodList","items":[{pods},{good}]}}')
+    state = read_snapshot(dump, NOW)
+    assert [p.key for p in state.pods] == ["team-b/good"]
+    assert len(state.warnings) == 1
+    assert state.warnings[0].startswith(f"pod team-a/bad left out of the plan: it cannot be read: {problem}")

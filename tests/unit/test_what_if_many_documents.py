@@ -11,7 +11,7 @@ import pytest
 
 from reconciler.config import documents
 from reconciler.domain.errors import UserError
-from reconciler.kube import workloads
+from reconciler.kube import manifest_files
 from reconciler.kube.workloads import read_workloads
 
 CONFIGMAP = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c{i}\ndata:\n  a: b\n"
@@ -21,6 +21,7 @@ DEPLOYMENT = (
     "metadata: {{name: web}}\n"
     "spec:\n"
     "  replicas: {replicas}\n"
+    "  selector: {{matchLabels: {{app: web}}}}\n"
     "  template:\n"
     "    spec:\n"
     "      containers: [{{name: a}}]\n"
@@ -46,7 +47,7 @@ def test_the_parser_reads_each_document_once(tmp_path: Path, monkeypatch: pytest
         parsed += len(text)
         return real(text, label, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(workloads, "parse_yaml", counting)
+    monkeypatch.setattr(manifest_files, "parse_yaml", counting)
     manifests = read_workloads([path])
     assert len(manifests.skipped) == COUNT and [w.name for w in manifests.workloads] == ["web"]
     assert parsed <= 2 * len(path.read_text())
@@ -67,13 +68,21 @@ def test_line_numbers_are_the_files(tmp_path: Path) -> None:
 
 def test_a_file_past_the_bound_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A wrong path (a dump of the cluster, a device) is refused before it is parsed or held whole."""
-    monkeypatch.setattr(workloads, "MAX_FILE_BYTES", 1024)
+    monkeypatch.setattr(manifest_files, "MAX_INPUT_BYTES", 1024)
     big = tmp_path / "dump.yaml"
     big.write_text("# padding\n" * 200)
-    with pytest.raises(UserError, match=r"dump.yaml: larger than .* MiB; pass the workload manifests"):
+    with pytest.raises(UserError, match=r"dump.yaml: the manifests given are larger than 1 KiB in all"):
         read_workloads([big])
 
 
 def test_a_fifo_or_device_is_not_read(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="not a regular file"):
         read_workloads([Path("/dev/zero")])
+
+
+def test_an_empty_flow_mapping_after_the_first_document_is_read(tmp_path: Path) -> None:
+    """`selector: {}` in any document but the first was an AttributeError traceback (its line
+    record is empty, and every later document's lines are moved to the file's)."""
+    path, _ = bundle(tmp_path, DEPLOYMENT.format(replicas=2).replace("{{app: web}}", "{}"))
+    path.write_text(path.read_text().replace("selector: {matchLabels: {app: web}}", "selector: {}"))
+    assert [w.name for w in read_workloads([path]).workloads] == ["web"]

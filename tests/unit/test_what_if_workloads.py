@@ -10,14 +10,15 @@ import pytest
 
 from reconciler.domain.errors import UserError
 from reconciler.domain.model import ClusterState, Pod
+from reconciler.kube.manifest_files import split_documents
 from reconciler.kube.parse import ObjectReader
 from reconciler.kube.workloads import (
-    MAX_ADDED_PODS,
     Change,
+    WorkBudget,
     Workload,
     added_pods,
+    pod_object,
     read_workloads,
-    split_documents,
 )
 from tests.support import k8s_objects as k
 
@@ -37,7 +38,7 @@ def state(*pods: dict[str, Any]) -> ClusterState:
 
 
 def add(workload: Workload, cluster: ClusterState | None = None) -> Change:
-    return added_pods(workload, cluster or state(), ObjectReader(), MAX_ADDED_PODS)
+    return added_pods(workload, cluster or state(), ObjectReader(), WorkBudget())
 
 
 def only(change: Change) -> Pod:
@@ -164,7 +165,7 @@ def test_typed_lists_and_kubectl_document_separators(tmp_path: Path) -> None:
         "--- # kubectl get deploy -o yaml prints typed lists\n"
         "apiVersion: apps/v1\nkind: DeploymentList\nitems:\n"
         "- apiVersion: apps/v1\n  metadata: {name: a}\n"
-        "  spec: {template: {spec: {containers: [{name: a}]}}}\n"
+        "  spec: {selector: {}, template: {spec: {containers: [{name: a}]}}}\n"
         "---\n"
         'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {text: "----\\n--- not a separator"}\n'
     )
@@ -193,13 +194,15 @@ def test_typed_lists_and_kubectl_document_separators(tmp_path: Path) -> None:
         ),
         (
             "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n"
-            "spec: {replicas: 1000000, template: {spec: {containers: [{name: a}]}}}\n",
+            "spec: {replicas: 1000000, selector: {}, template: {spec: {containers: [{name: a}]}}}\n",
             "adds 1000000 pod(s), more than what-if simulates (100000 in all)",
         ),
         (
             "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n"
-            "spec: {template: {spec: {containers: [{name: a, resources: {requests: {cpu: lots}}}]}}}\n",
-            "Deployment d: spec.template: cpu: 'lots' is not a Kubernetes quantity",
+            "spec: {selector: {}, template: {spec: {containers: "
+            "[{name: a, resources: {requests: {cpu: lots}}}]}}}\n",
+            "Deployment d: spec.template.spec.containers[a].resources.requests.cpu: 'lots' is not a "
+            "Kubernetes quantity",
         ),
     ],
     ids=[
@@ -234,7 +237,8 @@ def test_priority_from_the_manifest_a_builtin_class_or_the_running_pods(tmp_path
         return read_one(
             tmp_path,
             "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n"
-            f"spec: {{replicas: 2, template: {{spec: {{{spec}containers: [{{name: a}}]}}}}}}\n",
+            f"spec: {{replicas: 2, selector: {{}}, "
+            f"template: {{spec: {{{spec}containers: [{{name: a}}]}}}}}}\n",
         )
 
     assert {p.priority for p in add(deployment("priority: 7, ")).added} == {7}
@@ -275,3 +279,23 @@ def test_a_directory_is_every_manifest_under_it(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     with pytest.raises(UserError, match=r"empty: no \.yaml, \.yml or \.json files in this directory"):
         read_workloads([tmp_path / "empty"])
+
+
+def test_a_quantity_the_api_server_accepts_is_read_saturated(tmp_path: Path) -> None:
+    """`memory: 1e33` is a manifest kube-apiserver would take: what-if answers for it (no group
+    fits) rather than refusing the file as a mistake (issue 28)."""
+    workload = read_one(
+        tmp_path,
+        """
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent, namespace: team-a}
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec: {containers: [{name: a, resources: {requests: {memory: 1e33, cpu: 10m}}}]}
+""",
+    )
+    pod = ObjectReader().pod(pod_object(workload, "agent-0", priority=0))
+    assert pod.requests.memory == 2**63 - 1 and pod.requests.cpu == 10

@@ -15,6 +15,7 @@ import orjson
 from reconciler.demo.kube_api.errors import ApiError
 from reconciler.demo.kube_api.resources import _GROUPS, _VERBS, RESOURCES, Resource
 from reconciler.demo.kube_api.types import Obj, Query
+from reconciler.domain.quantity import QuantityError, parse_quantity
 
 # ------------------------------------------------------------------------------------- the API
 
@@ -143,6 +144,59 @@ def _check_micro_times(res: Resource, obj: Mapping[str, Any]) -> None:
                 f'{res.kind} in version "{res.version}" cannot be handled as a {res.kind}: parsing time '
                 f'"{value}" as "2006-01-02T15:04:05.000000Z07:00": cannot parse it as RFC3339Micro',
             )
+
+
+_QUANTITY_FORMAT = (
+    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+)
+# Where a pod spec sits in each kind that carries one (a CronJob's is one level deeper still).
+_POD_SPEC_PATHS = {
+    "Pod": ("spec",),
+    "DaemonSet": ("spec", "template", "spec"),
+    "Deployment": ("spec", "template", "spec"),
+    "ReplicaSet": ("spec", "template", "spec"),
+    "StatefulSet": ("spec", "template", "spec"),
+    "Job": ("spec", "template", "spec"),
+    "CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
+}
+
+
+def _quantity_maps(res: Resource, obj: Mapping[str, Any]) -> list[Any]:
+    """The resource maps (name -> quantity) of a written object that the API server decodes as
+    Quantity: a pod spec's containers', init containers', pod-level and overhead; a node's."""
+    if res.kind == "Node":
+        status = obj.get("status")
+        return [status.get(k) for k in ("capacity", "allocatable")] if isinstance(status, dict) else []
+    spec: Any = obj
+    for key in _POD_SPEC_PATHS.get(res.kind, ()):
+        spec = spec.get(key) if isinstance(spec, dict) else None
+    if not isinstance(spec, dict) or res.kind not in _POD_SPEC_PATHS:
+        return []
+    maps = [spec.get("overhead")]
+    for section in (spec, *(c for k in ("containers", "initContainers") for c in spec.get(k) or ())):
+        resources = section.get("resources") if isinstance(section, dict) else None
+        if isinstance(resources, dict):
+            maps += [resources.get("requests"), resources.get("limits")]
+    return maps
+
+
+def _check_quantities(res: Resource, obj: Mapping[str, Any]) -> None:
+    """Every Quantity a written object carries, as the API server decodes it (apimachinery's
+    ParseQuantity): text it cannot parse is a 400 before validation; a value past int64 (`1e33`)
+    is accepted and served back as written, as a real server does."""
+    for found in _quantity_maps(res, obj):
+        if not isinstance(found, dict):
+            continue
+        for value in found.values():
+            try:
+                parse_quantity(value if isinstance(value, str) else str(value))
+            except QuantityError:
+                raise ApiError(
+                    400,
+                    "BadRequest",
+                    f'{res.kind} in version "{res.version}" cannot be handled as a {res.kind}: '
+                    + _QUANTITY_FORMAT,
+                ) from None
 
 
 def _dumps_exact(obj: Any) -> bytes:

@@ -21,6 +21,7 @@ from reconciler.demo.kube_api.store_view import Refusal
 from reconciler.demo.kube_api.types import Obj, Query
 from reconciler.demo.kube_api.wire import (
     _check_micro_times,
+    _check_quantities,
     _dry_run,
     _int_param,
     _json,
@@ -36,6 +37,7 @@ class _Writes(_Core):
         if not isinstance(obj, dict):
             raise ApiError(400, "BadRequest", "the body of the request was in an unknown format")
         _check_micro_times(res, obj)
+        _check_quantities(res, obj)
         if obj.get("kind") not in (None, res.kind):
             raise ApiError(400, "BadRequest", f"the kind {obj.get('kind')!r} does not match {res.kind!r}")
         meta = obj.setdefault("metadata", {})
@@ -172,6 +174,7 @@ class _Writes(_Core):
         """Finish an update or patch: keep identity fields, honour the status subresource split,
         skip no-op writes (no new resourceVersion, as the real server)."""
         _check_micro_times(res, new)
+        _check_quantities(res, new)
         current = self._decode(res, entry)
         if res.has_status:
             if status_only:

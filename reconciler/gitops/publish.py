@@ -207,12 +207,7 @@ def _publish_proposal(
     if head is not None and main_head is not None and copy.is_ancestor(head, main_head):
         # Spent: merged into main already (and maybe reverted there, or withdrawn by the plan as a
         # merge apply refuses). It can propose nothing more: delete it, and propose afresh below.
-        try:
-            copy.delete_branch(branch, head)
-        except PushRejected:
-            raise GitError(
-                f"the proposal branch {branch} moved while we deleted it: the next plan looks again"
-            ) from None
+        _delete_proposal(copy, branch, head)
         notes.append(
             f"proposal {branch} ({head[:12]}) was already merged into {base}: deleted, so a new "
             "proposal can be opened"
@@ -372,12 +367,7 @@ def _close(
     if pr is not None:
         # escaped: node names and reasons are the cluster's text (a pod's name), not ours
         pr = forge.close(pr, f"asg-reconciler closed this proposal: it is no longer valid ({inline(why)}).")
-    try:
-        copy.delete_branch(branch, head)
-    except PushRejected:
-        raise GitError(
-            f"the proposal branch {branch} moved while we deleted it: the next plan looks again"
-        ) from None
+    _delete_proposal(copy, branch, head)
     notes.append(f"proposal {branch} closed: {why}")
     return pr
 
@@ -385,3 +375,13 @@ def _close(
 def _why_closed(plan: Plan) -> str:
     reasons = [f"{u.node}: {u.reason}" for u in plan.unremovable[:3]]
     return "; ".join(reasons) or "the nodes are needed again"
+
+
+def _delete_proposal(copy: WorkingCopy, branch: str, head: str) -> None:
+    """Delete the proposal branch only where it still is at `head` (a person may have pushed since)."""
+    try:
+        copy.delete_branch(branch, head)
+    except PushRejected:
+        raise GitError(
+            f"the proposal branch {branch} moved while we deleted it: the next plan looks again"
+        ) from None

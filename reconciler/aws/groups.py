@@ -20,7 +20,12 @@ from reconciler.aws.clients import is_aws_endpoint
 from reconciler.aws.instance_types import InstanceTypeInfo
 from reconciler.aws.launch import LaunchTypes
 from reconciler.aws.managed_nodegroups import ManagedNodegroup, merged_tags
-from reconciler.aws.templates import build_template, override_allocatable, parse_template_tags
+from reconciler.aws.templates import (
+    build_template,
+    override_allocatable,
+    override_capacity,
+    parse_template_tags,
+)
 from reconciler.config.settings import NodeTemplatesConfig
 from reconciler.domain.model import Instance, NodeGroup
 
@@ -228,6 +233,7 @@ def build_node_group(
         instance_weights=dict(launch.weights),
         spot_share=spot_share(asg),
         type_allocatable=override_allocatable(launch, known_types, template_tags, settings),
+        type_capacity=override_capacity(launch, known_types, template_tags, settings),
         instance_types=launch.instance_types,
         asg_min_size=asg["MinSize"],
         asg_max_size=asg["MaxSize"],

@@ -296,6 +296,23 @@ def override_allocatable(
     }
 
 
+def override_capacity(
+    launch: LaunchTypes,
+    known_types: Mapping[str, InstanceTypeInfo],
+    tags: TemplateTags,
+    settings: NodeTemplatesConfig,
+) -> dict[str, Resources]:
+    """Capacity of one node of each type a group with more than one may launch (a type EC2 does not
+    describe is absent): AWS picks among them, so a cap counts the largest (apply/caps.py)."""
+    if len(set(launch.instance_types)) < 2:
+        return {}
+    return {
+        name: _resources(known_types[name], tags, settings)[0]
+        for name in launch.instance_types
+        if name in known_types
+    }
+
+
 def _least(offers: Iterable[Resources]) -> Resources:
     """Resource by resource, the least any offer has (a resource one of them lacks is absent)."""
     listed = list(offers)

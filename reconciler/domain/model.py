@@ -461,6 +461,9 @@ class NodeGroup:
     # allocatable of one node of each override type, for a group whose overrides carry
     # WeightedCapacity other than 1: how many capacity units a new node costs (planning/capacity_units.py)
     type_allocatable: Mapping[str, Resources] = field(default_factory=dict)
+    # capacity of one node of each override type EC2 describes, for a group that launches more than
+    # one type: apply counts a new machine as the largest it may be against `limits` (apply/caps.py)
+    type_capacity: Mapping[str, Resources] = field(default_factory=dict)
     instance_types: tuple[str, ...] = ()  # launch template / configuration / overrides, in order
     asg_min_size: int = 0  # the ASG's own bounds (min/max above may come from an explicit spec)
     asg_max_size: int = 0

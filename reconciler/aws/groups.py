@@ -19,7 +19,7 @@ from botocore.parsers import ResponseParserError
 from reconciler.aws.clients import is_aws_endpoint
 from reconciler.aws.instance_types import InstanceTypeInfo
 from reconciler.aws.launch import LaunchTypes
-from reconciler.aws.managed_nodegroups import ManagedNodegroup, merged_tags
+from reconciler.aws.managed_nodegroups import CLUSTER_TAG, ManagedNodegroup, merged_tags, nodegroup_ref
 from reconciler.aws.templates import (
     build_template,
     override_allocatable,
@@ -198,10 +198,19 @@ def build_node_group(
     declared = parse_template_tags(name, tags)
     warnings = [*launch.warnings, *declared.warnings]
     template_tags = declared
+    ref = nodegroup_ref(tags)
+    if ref is not None and cluster and ref.cluster != cluster:
+        warnings.append(
+            f"asg {name}: EKS made it for node group {ref.nodegroup} of cluster {ref.cluster!r} "
+            f"(tag {CLUSTER_TAG}), but this config is cluster {cluster!r}: its nodes join "
+            f"{ref.cluster}, so raising it helps no pod here (take it out of nodeGroups, or set "
+            "`cluster:` to the EKS cluster's name)"
+        )
     if managed is not None and managed.error:
         warnings.append(f"asg {name}: EKS managed node group labels and taints unknown: {managed.error}")
     elif managed is not None:
         template_tags = merged_tags(declared, managed)
+        warnings += [f"asg {name}: EKS {w}" for w in managed.warnings]
     if spec is not None:
         warnings[:0] = bounds_warnings(spec, asg["MinSize"], asg["MaxSize"]) + cluster_tag_warning(
             name, tags, cluster

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -366,8 +367,18 @@ def check(document: Any, schema_name: str, label: str) -> list[Problem]:
     """Every schema problem of `document`, each naming file, line, key path and the fix."""
     schema = load_schema(schema_name)
     validator = jsonschema.Draft202012Validator(schema)
-    problems = []
-    for error in _best(validator.iter_errors(_plain(document))):
+    problems: list[Problem] = []
+    plain = _plain(document)
+    for path in _not_numbers(plain, []):  # NaN passes every bound: a schema cannot refuse it
+        problems.append(
+            Problem(
+                label,
+                _line_of(document, path),
+                clip(".".join(str(p) for p in path)),
+                "NaN is not a number (write a number in the range this field takes)",
+            )
+        )
+    for error in _best(validator.iter_errors(plain)):
         path = list(error.absolute_path)
         line = _line_of(document, path)
         if error.validator == "additionalProperties" and isinstance(error.instance, dict):
@@ -377,6 +388,18 @@ def check(document: Any, schema_name: str, label: str) -> list[Problem]:
             line = _line_of(document, [*path, extra[0]]) if extra else line
         problems.append(Problem(label, line, clip(".".join(str(p) for p in path)), _message(error)))
     return problems
+
+
+def _not_numbers(node: Any, path: list[Any]) -> Iterator[list[Any]]:
+    """Where a YAML `.nan` sits."""
+    if isinstance(node, float) and math.isnan(node):
+        yield path
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            yield from _not_numbers(value, [*path, key])
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _not_numbers(value, [*path, index])
 
 
 def _plain(node: Any) -> Any:

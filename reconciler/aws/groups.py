@@ -176,6 +176,14 @@ def spot_share(asg: AutoScalingGroupTypeDef) -> float:
     return max(0.0, min(1.0, (100 - int(on_demand)) / 100))
 
 
+def on_demand_base(asg: AutoScalingGroupTypeDef) -> int:
+    """What a mixed-instances group buys on-demand before its spot share applies."""
+    policy = asg.get("MixedInstancesPolicy")
+    if not policy:
+        return 0
+    return max(0, int(policy.get("InstancesDistribution", {}).get("OnDemandBaseCapacity", 0) or 0))
+
+
 def build_node_group(
     asg: AutoScalingGroupTypeDef,
     spec: ExplicitSpec | None,
@@ -241,6 +249,7 @@ def build_node_group(
         has_instance_refresh=has_refresh,
         instance_weights=dict(launch.weights),
         spot_share=spot_share(asg),
+        on_demand_base=on_demand_base(asg),
         type_allocatable=override_allocatable(launch, known_types, template_tags, settings),
         type_capacity=override_capacity(launch, known_types, template_tags, settings),
         instance_types=launch.instance_types,

@@ -458,6 +458,9 @@ class NodeGroup:
     # share of new capacity AWS buys as spot (a mixed-instances distribution's
     # OnDemandPercentageAboveBaseCapacity below 100): what the price expander and the plan's cost use
     spot_share: float = 0.0
+    # OnDemandBaseCapacity: AWS buys the group's first this-many (units of desired) on-demand,
+    # whatever spot_share says above it
+    on_demand_base: int = 0
     # allocatable of one node of each override type, for a group whose overrides carry
     # WeightedCapacity other than 1: how many capacity units a new node costs (planning/capacity_units.py)
     type_allocatable: Mapping[str, Resources] = field(default_factory=dict)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 from reconciler.aws.discovery import parse_explicit
@@ -46,30 +46,36 @@ class Caps:
 
     config: Config
     left: Limits
+    # resource -> a group whose machines with no node yet cannot be sized, and why: the cluster's
+    # total of that resource is unknown, so no raise is counted against its max
+    uncounted: Mapping[str, str] = field(default_factory=dict)
 
     @staticmethod
     def of(config: Config, inventory: Inventory) -> Caps:
-        return Caps(config, Limits.headroom(config, *cluster_totals(inventory)))
+        return Caps(config, Limits.headroom(config, *cluster_totals(inventory)), uncounted(inventory))
 
     def bound(self, inventory: GroupInventory) -> Bound:
         """The lowest of the group's max size and what `limits` leaves for the machines it may get."""
         group = inventory.group
         own = _group_max(self.config, group)
         costs = machine_costs(inventory)
-        unknown = [
-            k
-            for k, left, resource in (
-                ("cores", self.left.cpu_milli, CPU),
-                ("memory", self.left.memory, MEMORY),
-            )
-            if left is not None and isinstance(costs[resource], str)
-        ]
-        if unknown:  # its machines cannot be counted: never guess in the unsafe direction
-            shown = " and ".join(f"limits.{key}" for key in unknown)
-            why = costs[CPU] if isinstance(costs[CPU], str) else costs[MEMORY]
+        unknown: list[tuple[str, str]] = []
+        for key, left, resource in (
+            ("cores", self.left.cpu_milli, CPU),
+            ("memory", self.left.memory, MEMORY),
+        ):
+            cost = costs[resource]
+            if left is None:
+                continue
+            if isinstance(cost, str):
+                unknown.append((key, f"for {group.name}: {cost}"))
+            elif resource in self.uncounted:
+                unknown.append((key, self.uncounted[resource]))
+        if unknown:  # machines that cannot be counted: never guess in the unsafe direction
+            shown = " and ".join(f"limits.{key}" for key, _ in unknown)
             blind = Bound(
                 group.desired,
-                f"{shown} (apply's config), which cannot be counted for {group.name}: {why}",
+                f"{shown} (apply's config), which cannot be counted {unknown[0][1]}",
                 "give the group instance types apply can describe, or set the limit's max to 0 (unlimited)",
             )
             return min(own, blind, key=lambda b: b.highest)
@@ -194,6 +200,24 @@ def cluster_totals(inventory: Inventory) -> tuple[int, int, int]:
             else:
                 memory += amount
     return count, cpu, memory
+
+
+def uncounted(inventory: Inventory) -> dict[str, str]:
+    """Per resource, the first group with machines no node stands for whose size is unknown."""
+    found: dict[str, str] = {}
+    for g in inventory.groups:
+        unregistered, units = _without_node(g)
+        if not unregistered and not units:
+            continue
+        costs = machine_costs(g)
+        for resource in (CPU, MEMORY):
+            cost = costs[resource]
+            if isinstance(cost, str) and resource not in found:
+                found[resource] = (
+                    f"in the cluster: {g.name} has {len(unregistered) + units} machine(s) asked of AWS with "
+                    f"no node yet, of unknown size ({cost})"
+                )
+    return found
 
 
 def _without_node(inventory: GroupInventory) -> tuple[list[Instance], int]:

@@ -164,3 +164,23 @@ def test_weighted_desired_counts_units_filled_by_instances_and_the_worst_launch(
     # three instances with no node, and 2 units more: at most one machine of at most 4 cores
     assert count == 4
     assert cpu == 3 * 2000 + 4000
+
+
+def test_machines_of_a_group_that_cannot_be_counted_blind_every_raise_under_that_limit() -> None:
+    # `blind` has no template and 6 machines asked of AWS that no node stands for yet: their cores
+    # are unknown, so `general` cannot be raised under a cores max either
+    blind = replace(group("blind", 6), template_error="attribute-based instance requirements")
+    general = group("general", 1, instance("i-1"))
+    config = Config("prod", limits=LimitsConfig(cores_max=40))
+    inventory = build_inventory(ClusterState((node_of("n1", "i-1"),), ()), (blind, general))
+    inventory = replace(
+        inventory,
+        groups=tuple(g if g.name == "blind" else replace(g, template=template()) for g in inventory.groups),
+    )
+    bound = Caps.of(config, inventory).bound(inventory.group("general"))
+    assert bound.highest == 1, bound
+    assert "limits.cores" in bound.what and "blind" in bound.what, bound.what
+    # under a node count alone, they count as machines
+    config = Config("prod", limits=LimitsConfig(max_nodes_total=10, cores_max=0, memory_max_gb=0))
+    bound = Caps.of(config, inventory).bound(inventory.group("general"))
+    assert bound.highest == 4, bound  # 1 node + 6 machines: 3 more

@@ -56,6 +56,10 @@ def validate_files(paths: Sequence[Path], previous: PreviousText | None = None) 
     lookup = previous or previous_from_git
     for path in paths:
         label = str(path)
+        outside = _links_out(Path(path))
+        if outside:
+            errors.append(Problem(label, None, "", outside))
+            continue
         try:
             document = parse_yaml(decode_utf8(read_bounded(Path(path), label), label), label)
         except FileNotFoundError:
@@ -94,6 +98,23 @@ def _region_warnings(document: Any, label: str) -> list[Problem]:
             "AWS_ENDPOINT_URL_AUTOSCALING and AWS_ENDPOINT_URL_EC2 point at endpoints of your own",
         )
     ]
+
+
+def _links_out(path: Path) -> str:
+    """Pull-request CI runs validate on files the pull request chose, symlinks included: one that
+    leads out of the folder it sits in (to the runner's credentials, say) is not read, so no part
+    of that file can be quoted in an error. A link within its folder (a ConfigMap mount's
+    `..data/`) is followed."""
+    if not path.is_symlink():
+        return ""
+    folder = path.absolute().parent.resolve()
+    target = path.resolve()
+    if target == folder or folder in target.parents:
+        return ""
+    return (
+        "a symlink to a file outside its folder: not followed (validate reads files a pull request "
+        "may have chosen); commit the file itself, or validate its target by its own path"
+    )
 
 
 def looks_like_manifest(document: Any) -> bool:

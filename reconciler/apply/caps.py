@@ -3,24 +3,30 @@
 AWS, never from the manifest, so the plan credentials cannot buy capacity past them.
 
 The cluster is counted as the planner counts it against `limits` (planning/scale_up.py: a node's
-capacity, the group's node template for a machine with no node yet), but every machine AWS runs or
-was asked to run counts: each node, each instance with no node yet (stale ones too) and each one a
-desired already set asks AWS for. A raise of k asks for k machines of the group's template, booked
-as the run raises groups in manifest order. Removals approved in the same run are not credited: they
-happen after the raises, and may yet be refused.
+capacity), but every machine AWS runs or was asked to run counts: each node, each instance with no
+node yet (stale ones too) and each one a desired already set asks AWS for. A machine not launched
+yet counts as the largest AWS may launch for the group: a mixed-instances group's template is the
+least of its overrides (so the plan's count holds pods), but AWS may pick any override, and the cap
+is what the operator pays for. With WeightedCapacity, desired counts units: AWS launches instances
+until k units are met, so all but the last fill at most k-1 units at the group's highest cost per
+unit, and the last is at worst its largest type (`Machines`). Raises are booked as the run raises
+groups in manifest order. Removals approved in the same run are not credited: they happen after the
+raises, and may yet be refused.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from fractions import Fraction
 
 from reconciler.aws.discovery import parse_explicit
 from reconciler.config.settings import Config
 from reconciler.domain.inventory import GroupInventory, Inventory
-from reconciler.domain.model import CPU, MEMORY, NodeGroup
+from reconciler.domain.model import CPU, MEMORY, Instance, NodeGroup, Resources
 from reconciler.planning.baseline import GONE, STANDBY, baseline
-from reconciler.planning.scale_up import Limits, counted
+from reconciler.planning.scale_up import Limits
 from reconciler.planning.types import CommittedGroup
 
 
@@ -40,46 +46,133 @@ class Caps:
 
     config: Config
     left: Limits
+    # resource -> a group whose machines with no node yet cannot be sized, and why: the cluster's
+    # total of that resource is unknown, so no raise is counted against its max
+    uncounted: Mapping[str, str] = field(default_factory=dict)
 
     @staticmethod
     def of(config: Config, inventory: Inventory) -> Caps:
-        return Caps(config, Limits.headroom(config, *cluster_totals(inventory)))
+        return Caps(config, Limits.headroom(config, *cluster_totals(inventory)), uncounted(inventory))
 
     def bound(self, inventory: GroupInventory) -> Bound:
-        """The lowest of the group's max size and what `limits` leaves for nodes of its template."""
+        """The lowest of the group's max size and what `limits` leaves for the machines it may get."""
         group = inventory.group
         own = _group_max(self.config, group)
-        template = inventory.template
-        unknown = [
-            k
-            for k, left in (("cores", self.left.cpu_milli), ("memory", self.left.memory))
-            if left is not None
-        ]
-        if template is None and unknown:  # its nodes cannot be counted: never guess in the unsafe direction
-            shown = " and ".join(f"limits.{key}" for key in unknown)
+        costs = machine_costs(inventory)
+        unknown: list[tuple[str, str]] = []
+        for key, left, resource in (
+            ("cores", self.left.cpu_milli, CPU),
+            ("memory", self.left.memory, MEMORY),
+        ):
+            cost = costs[resource]
+            if left is None:
+                continue
+            if isinstance(cost, str):
+                unknown.append((key, f"for {group.name}: {cost}"))
+            elif resource in self.uncounted:
+                unknown.append((key, self.uncounted[resource]))
+        if unknown:  # machines that cannot be counted: never guess in the unsafe direction
+            shown = " and ".join(f"limits.{key}" for key, _ in unknown)
             blind = Bound(
                 group.desired,
-                f"{shown} (apply's config), which cannot be counted for {group.name}: it has no node "
-                f"template ({group.template_error or 'no Ready node and no instance type'})",
-                "give the group an instance type apply can describe, or set the limit's max to 0 (unlimited)",
+                f"{shown} (apply's config), which cannot be counted {unknown[0][1]}",
+                "give the group instance types apply can describe, or set the limit's max to 0 (unlimited)",
             )
             return min(own, blind, key=lambda b: b.highest)
-        if template is None:
-            room, key = (None, "") if self.left.nodes is None else (self.left.nodes, "limits.maxNodesTotal")
-        else:
-            room, key = self.left.cap(template)
-        if room is None:
+        rooms: list[tuple[int, str]] = []
+        for key, left, resource in (
+            ("limits.maxNodesTotal", self.left.nodes, NODES),
+            ("limits.cores", self.left.cpu_milli, CPU),
+            ("limits.memory", self.left.memory, MEMORY),
+        ):
+            cost = costs[resource]
+            if left is not None and isinstance(cost, Machines):
+                rooms.append((cost.within(left), key))
+        if not rooms:
             return own
-        room = max(room, 0)
+        room, key = min(rooms)
         limit = Bound(group.desired + room, _describe_limit(self.config, key, room, inventory), _LIFT[key])
         return min(own, limit, key=lambda b: b.highest)
 
     def book(self, inventory: GroupInventory, count: int) -> None:
-        """`count` more machines of the group's template asked of AWS."""
-        if inventory.template is not None:
-            self.left.book(inventory.template, count)
-        elif self.left.nodes is not None:
-            self.left.nodes -= count
+        """`count` more of the group's desired (machines, or capacity units) asked of AWS."""
+        costs = machine_costs(inventory)
+        nodes, cpu, memory = (costs[NODES], costs[CPU], costs[MEMORY])
+        if self.left.nodes is not None and isinstance(nodes, Machines):
+            self.left.nodes -= nodes.cost(count)
+        if self.left.cpu_milli is not None and isinstance(cpu, Machines):
+            self.left.cpu_milli -= cpu.cost(count)
+        if self.left.memory is not None and isinstance(memory, Machines):
+            self.left.memory -= memory.cost(count)
+
+
+NODES = "nodes"  # the machine count, beside the resources `limits` caps
+
+
+@dataclass(frozen=True)
+class Machines:
+    """The most one of `limits`' quantities grows by when a group's desired rises by k units: the
+    machines before the last fill at most k-1 units, so they are at most (k-1) x `per_unit` and at
+    most (k-1) // `lightest` machines of at most `largest` each; the last is at worst `largest`."""
+
+    per_unit: Fraction
+    largest: int
+    lightest: int = 1  # the least weight of a type AWS may launch
+
+    def cost(self, units: int) -> int:
+        if units <= 0:
+            return 0
+        before = min(math.floor((units - 1) * self.per_unit), (units - 1) // self.lightest * self.largest)
+        return before + self.largest
+
+    def within(self, room: int) -> int:
+        """The most units whose cost fits in `room` (either bound on the machines before the last)."""
+        if room < self.largest:
+            return 0
+        spare = room - self.largest
+        by_units = math.ceil((spare + 1) / self.per_unit) if self.per_unit > 0 else 10**9
+        by_machines = (spare // self.largest + 1) * self.lightest if self.largest > 0 else 10**9
+        return max(1, by_units, by_machines)
+
+
+def machine_costs(inventory: GroupInventory) -> dict[str, Machines | str]:
+    """Per counted quantity (machines, CPU, memory), what a new unit of the group's desired may cost
+    at most, over every type AWS may launch for it; a string says why a resource cannot be counted."""
+    group, template = inventory.group, inventory.template
+    types = tuple(dict.fromkeys(group.instance_types))
+    weights = {t: max(1, group.instance_weights.get(t, 1)) for t in types} or {"": 1}
+    lightest = min(weights.values())
+    costs: dict[str, Machines | str] = {NODES: Machines(Fraction(1, lightest), 1, lightest)}
+    offers: list[tuple[int, Resources]] = []
+    missing = ""
+    if len(types) > 1:
+        for name in types:
+            capacity = group.type_capacity.get(name)
+            if capacity is None:
+                missing = missing or f"it may launch {name}, an instance type apply cannot describe"
+            else:
+                offers.append((weights[name], capacity))
+    elif template is not None:  # one type: the template is a node of it (or its description)
+        offers.append((lightest, _capacity_of(template.capacity, template.allocatable)))
+    for resource in (CPU, MEMORY):
+        if missing:
+            costs[resource] = missing
+        elif not offers:
+            costs[resource] = (
+                f"it has no node template ({group.template_error or 'no Ready node and no instance type'})"
+            )
+        else:
+            costs[resource] = Machines(
+                max(Fraction(r.get(resource), w) for w, r in offers),
+                max(r.get(resource) for _, r in offers),
+                lightest,
+            )
+    return costs
+
+
+def _capacity_of(capacity: Resources, allocatable: Resources) -> Resources:
+    """As `counted`: capacity, allocatable where capacity is unknown."""
+    return Resources({r: capacity.get(r) or allocatable.get(r) for r in (CPU, MEMORY)})
 
 
 def cluster_totals(inventory: Inventory) -> tuple[int, int, int]:
@@ -90,21 +183,54 @@ def cluster_totals(inventory: Inventory) -> tuple[int, int, int]:
         cpu += node.capacity.get(CPU) or node.allocatable.get(CPU)
         memory += node.capacity.get(MEMORY) or node.allocatable.get(MEMORY)
     for g in inventory.groups:
-        machines = without_node(g)
-        count += machines
-        if g.template is not None:
-            cpu += counted(g.template, CPU) * machines
-            memory += counted(g.template, MEMORY) * machines
+        costs = machine_costs(g)
+        unregistered, units = _without_node(g)
+        nodes = costs[NODES]
+        count += len(unregistered) + (nodes.cost(units) if isinstance(nodes, Machines) else units)
+        for resource in (CPU, MEMORY):
+            cost = costs[resource]
+            if not isinstance(cost, Machines):
+                continue
+            amount = cost.cost(units) + sum(
+                g.group.type_capacity.get(i.instance_type, Resources()).get(resource) or cost.largest
+                for i in unregistered
+            )
+            if resource == CPU:
+                cpu += amount
+            else:
+                memory += amount
     return count, cpu, memory
 
 
-def without_node(inventory: GroupInventory) -> int:
-    """The group's machines no node stands for: instances not registered yet (not going away),
-    and those its desired asks AWS for that are not instances yet."""
+def uncounted(inventory: Inventory) -> dict[str, str]:
+    """Per resource, the first group with machines no node stands for whose size is unknown."""
+    found: dict[str, str] = {}
+    for g in inventory.groups:
+        unregistered, units = _without_node(g)
+        if not unregistered and not units:
+            continue
+        costs = machine_costs(g)
+        for resource in (CPU, MEMORY):
+            cost = costs[resource]
+            if isinstance(cost, str) and resource not in found:
+                found[resource] = (
+                    f"in the cluster: {g.name} has {len(unregistered) + units} machine(s) asked of AWS with "
+                    f"no node yet, of unknown size ({cost})"
+                )
+    return found
+
+
+def _without_node(inventory: GroupInventory) -> tuple[list[Instance], int]:
+    """Instances not registered yet (not going away), and the units of desired no instance fills:
+    with WeightedCapacity an instance fills its override's weight (AWS's count of desired)."""
     group = inventory.group
-    unregistered = sum(1 for i in inventory.unregistered if i.lifecycle_state not in GONE)
-    in_desired = sum(1 for i in group.instances if i.lifecycle_state not in GONE | STANDBY)
-    return unregistered + max(0, group.desired - in_desired)
+    unregistered = [i for i in inventory.unregistered if i.lifecycle_state not in GONE]
+    filled = sum(
+        max(1, group.instance_weights.get(i.instance_type, 1))
+        for i in group.instances
+        if i.lifecycle_state not in GONE | STANDBY
+    )
+    return unregistered, max(0, group.desired - filled)
 
 
 def _group_max(config: Config, group: NodeGroup) -> Bound:
@@ -136,17 +262,31 @@ _LIFT = {
 
 
 def _describe_limit(config: Config, key: str, room: int, inventory: GroupInventory) -> str:
-    limits, template = config.limits, inventory.template
+    limits, group = config.limits, inventory.group
+    costs = machine_costs(inventory)
+    several = len(set(group.instance_types)) > 1
+    weighted = any(w != 1 for w in group.instance_weights.values())
+    what = "capacity unit(s) of desired" if weighted else "node(s)"
     if key == "limits.maxNodesTotal":
-        value = f"{limits.max_nodes_total}"
-        each = ""
+        value, resource, unit, scale = f"{limits.max_nodes_total}", "", "", 1.0
     elif key == "limits.cores":
-        value = f"'{limits.cores_min}:{limits.cores_max}'"
-        each = f" of {counted(template, CPU) / 1000:g} cores each" if template else ""
+        value, resource, unit, scale = f"'{limits.cores_min}:{limits.cores_max}'", CPU, "cores", 1000.0
     else:
-        value = f"'{limits.memory_min_gb}:{limits.memory_max_gb}'"
-        each = f" of {counted(template, MEMORY) / 2**30:.2f} GiB each" if template else ""
-    return f"{key} {value} (apply's config), which leaves room for {room} more node(s){each} in the cluster"
+        value, resource, unit, scale = (
+            f"'{limits.memory_min_gb}:{limits.memory_max_gb}'",
+            MEMORY,
+            "GiB",
+            2.0**30,
+        )
+    each = ""
+    cost = costs.get(resource) if resource else None
+    if isinstance(cost, Machines):
+        amount = f"{cost.largest / scale:g}" if unit == "cores" else f"{cost.largest / scale:.2f}"
+        each = f" of {amount} {unit} each"
+        if several:
+            types = ", ".join(dict.fromkeys(group.instance_types))
+            each = f" of up to {amount} {unit} each (the largest AWS may launch of {types})"
+    return f"{key} {value} (apply's config), which leaves room for {room} more {what}{each} in the cluster"
 
 
 def beyond_bounds(

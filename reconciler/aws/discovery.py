@@ -330,11 +330,13 @@ def discover_node_groups(
             if asg["AutoScalingGroupName"] not in launches:
                 launches[asg["AutoScalingGroupName"]] = described_types(asg)
         # a group whose overrides carry weights other than 1: every override's size, to count its
-        # new nodes in capacity units as AWS counts desired (planning/capacity_units.py)
+        # new nodes in capacity units as AWS counts desired (planning/capacity_units.py); a group
+        # launching several types: every one, for apply to count the largest against `limits`
         weighted = [
             launches[f.name]
             for f in described.found
             if any(w != 1 for w in launches[f.name].weights.values())
+            or len(set(launches[f.name].instance_types)) > 1
         ]
         wanted_types = {t for asg in templated for t in launches[asg["AutoScalingGroupName"]].instance_types}
         wanted_types.update(t for launch in weighted for t in launch.instance_types)

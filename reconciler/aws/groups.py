@@ -19,8 +19,13 @@ from botocore.parsers import ResponseParserError
 from reconciler.aws.clients import is_aws_endpoint
 from reconciler.aws.instance_types import InstanceTypeInfo
 from reconciler.aws.launch import LaunchTypes
-from reconciler.aws.managed_nodegroups import ManagedNodegroup, merged_tags
-from reconciler.aws.templates import build_template, override_allocatable, parse_template_tags
+from reconciler.aws.managed_nodegroups import CLUSTER_TAG, ManagedNodegroup, merged_tags, nodegroup_ref
+from reconciler.aws.templates import (
+    build_template,
+    override_allocatable,
+    override_capacity,
+    parse_template_tags,
+)
 from reconciler.config.settings import NodeTemplatesConfig
 from reconciler.domain.model import Instance, NodeGroup
 
@@ -171,6 +176,14 @@ def spot_share(asg: AutoScalingGroupTypeDef) -> float:
     return max(0.0, min(1.0, (100 - int(on_demand)) / 100))
 
 
+def on_demand_base(asg: AutoScalingGroupTypeDef) -> int:
+    """What a mixed-instances group buys on-demand before its spot share applies."""
+    policy = asg.get("MixedInstancesPolicy")
+    if not policy:
+        return 0
+    return max(0, int(policy.get("InstancesDistribution", {}).get("OnDemandBaseCapacity", 0) or 0))
+
+
 def build_node_group(
     asg: AutoScalingGroupTypeDef,
     spec: ExplicitSpec | None,
@@ -193,10 +206,19 @@ def build_node_group(
     declared = parse_template_tags(name, tags)
     warnings = [*launch.warnings, *declared.warnings]
     template_tags = declared
+    ref = nodegroup_ref(tags)
+    if ref is not None and cluster and ref.cluster != cluster:
+        warnings.append(
+            f"asg {name}: EKS made it for node group {ref.nodegroup} of cluster {ref.cluster!r} "
+            f"(tag {CLUSTER_TAG}), but this config is cluster {cluster!r}: its nodes join "
+            f"{ref.cluster}, so raising it helps no pod here (take it out of nodeGroups, or set "
+            "`cluster:` to the EKS cluster's name)"
+        )
     if managed is not None and managed.error:
         warnings.append(f"asg {name}: EKS managed node group labels and taints unknown: {managed.error}")
     elif managed is not None:
         template_tags = merged_tags(declared, managed)
+        warnings += [f"asg {name}: EKS {w}" for w in managed.warnings]
     if spec is not None:
         warnings[:0] = bounds_warnings(spec, asg["MinSize"], asg["MaxSize"]) + cluster_tag_warning(
             name, tags, cluster
@@ -227,7 +249,9 @@ def build_node_group(
         has_instance_refresh=has_refresh,
         instance_weights=dict(launch.weights),
         spot_share=spot_share(asg),
+        on_demand_base=on_demand_base(asg),
         type_allocatable=override_allocatable(launch, known_types, template_tags, settings),
+        type_capacity=override_capacity(launch, known_types, template_tags, settings),
         instance_types=launch.instance_types,
         asg_min_size=asg["MinSize"],
         asg_max_size=asg["MaxSize"],

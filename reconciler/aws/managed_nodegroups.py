@@ -21,7 +21,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from reconciler.aws.clients import error_code
-from reconciler.aws.templates import TemplateTags
+from reconciler.aws.templates import TemplateTags, valid_label_key, valid_label_value
 from reconciler.domain.model import Taint
 
 CLUSTER_TAG = "eks:cluster-name"
@@ -49,6 +49,7 @@ class ManagedNodegroup:
     labels: Mapping[str, str] = field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
     error: str = ""
+    warnings: tuple[str, ...] = ()  # what was left out or read conservatively, naming it
 
 
 def nodegroup_ref(tags: Mapping[str, str]) -> NodegroupRef | None:
@@ -57,17 +58,37 @@ def nodegroup_ref(tags: Mapping[str, str]) -> NodegroupRef | None:
 
 
 def from_description(nodegroup: Mapping[str, Any]) -> ManagedNodegroup:
-    """Labels and taints as the nodes carry them; an unknown taint effect is skipped, not guessed."""
-    labels = {str(k): str(v) for k, v in (nodegroup.get("labels") or {}).items()}
-    labels[NODEGROUP_LABEL] = str(nodegroup.get("nodegroupName", ""))
+    """Labels and taints as the nodes carry them. A taint whose effect is not one EKS (or Kubernetes)
+    spells is kept as NoSchedule, with a warning: dropping it would plan pods that do not tolerate
+    it onto nodes that refuse them. A label no node could carry is left out, with a warning."""
+    name = str(nodegroup.get("nodegroupName", ""))
+    warnings: list[str] = []
+    labels: dict[str, str] = {}
+    for key, value in (nodegroup.get("labels") or {}).items():
+        key, value = str(key), str(value)
+        if valid_label_key(key) and valid_label_value(value):
+            labels[key] = value
+        else:
+            warnings.append(
+                f"node group {name}: label {key!r}={value!r} ignored: not a valid Kubernetes label"
+            )
+    labels[NODEGROUP_LABEL] = name
     if nodegroup.get("capacityType"):
         labels[CAPACITY_TYPE_LABEL] = str(nodegroup["capacityType"])
-    taints = tuple(
-        Taint(str(t["key"]), str(t.get("value") or ""), EFFECTS[str(t.get("effect"))])
-        for t in nodegroup.get("taints") or []
-        if t.get("key") and str(t.get("effect")) in EFFECTS
-    )
-    return ManagedNodegroup(labels, taints)
+    taints: list[Taint] = []
+    for taint in nodegroup.get("taints") or []:
+        key, effect = str(taint.get("key") or ""), str(taint.get("effect"))
+        if not key:
+            warnings.append(f"node group {name}: a taint without a key ignored")
+            continue
+        known = EFFECTS.get(effect) or (effect if effect in EFFECTS.values() else "")
+        if not known:
+            warnings.append(
+                f"node group {name}: taint {key} has effect {effect!r}, not one of "
+                f"{', '.join(EFFECTS)}: counted as NoSchedule, so pods that do not tolerate it stay off"
+            )
+        taints.append(Taint(key, str(taint.get("value") or ""), known or "NoSchedule"))
+    return ManagedNodegroup(labels, tuple(taints), warnings=tuple(warnings))
 
 
 def fetch_managed_nodegroups(eks: Any, refs: Iterable[NodegroupRef]) -> dict[NodegroupRef, ManagedNodegroup]:

@@ -232,7 +232,9 @@ def build_template(
     template offers, resource by resource, the least any of them offers (CPU, memory, pods, GPUs):
     a count of such nodes holds the pods whichever types AWS launches. cluster-autoscaler takes the
     first override instead (its issue #9568), which over-promises when a later one is smaller. The
-    labels are those of the smallest type (by CPU, then memory); the source names every type.
+    labels are those the types share (a label they disagree on, such as the architecture of a group
+    launching both m5 and m6g, is left out, so no pod requiring it is planned onto a node that may
+    lack it); the source names every type.
     """
     infos = [known_types[name] for name in dict.fromkeys(instance_types) if name in known_types]
     if not infos:
@@ -247,11 +249,28 @@ def build_template(
         capacity = _least(o[0] for o in offers)
         allocatable = _least(o[1] for o in offers)
     labels = standard_labels(asg_name, info, region or zone[:-1], zone)
+    # a label the overrides disagree on (arch, instance type) is promised by none of them
+    differ = sorted(
+        {
+            key
+            for other in infos
+            for key, value in standard_labels(asg_name, other, region or zone[:-1], zone).items()
+            if labels.get(key) != value
+        }
+    )
+    for key in differ:
+        labels.pop(key, None)
     labels.update(tags.labels)
     source = (
         f"asg {asg_name} ({info.name})"
         if len(infos) == 1
-        else f"asg {asg_name} (the least of {', '.join(i.name for i in infos)}: any of them may launch)"
+        else f"asg {asg_name} (the least of {', '.join(i.name for i in infos)}: any of them may launch"
+        + (
+            f"; they differ in {', '.join(differ)}, so no pod requiring those is planned here"
+            if differ
+            else ""
+        )
+        + ")"
     )
     template = NodeTemplate(
         instance_type=info.name,
@@ -291,6 +310,23 @@ def override_allocatable(
         return {}
     return {
         name: _resources(known_types[name], tags, settings)[1]
+        for name in launch.instance_types
+        if name in known_types
+    }
+
+
+def override_capacity(
+    launch: LaunchTypes,
+    known_types: Mapping[str, InstanceTypeInfo],
+    tags: TemplateTags,
+    settings: NodeTemplatesConfig,
+) -> dict[str, Resources]:
+    """Capacity of one node of each type a group with more than one may launch (a type EC2 does not
+    describe is absent): AWS picks among them, so a cap counts the largest (apply/caps.py)."""
+    if len(set(launch.instance_types)) < 2:
+        return {}
+    return {
+        name: _resources(known_types[name], tags, settings)[0]
         for name in launch.instance_types
         if name in known_types
     }

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -296,25 +297,43 @@ def _duration_hint(value: Any) -> str:
     return "use Go-style durations such as 30s, 10m, 1h30m"
 
 
+QUOTED = 80  # characters of a value, a key or a path an error quotes
+LISTED = 5  # unknown keys an error names before counting the rest
+
+
+def clip(text: str, limit: int = QUOTED) -> str:
+    """The start of `text`, saying how long it is: an error quotes what it is about, and a 900 KB
+    value under the 1 MiB cap must neither flood a log nor replay a file (a symlink) into it."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text):,} characters)"
+
+
 def _message(error: jsonschema.ValidationError) -> str:
     """One error as `what is wrong (the fix)`, using the schema's `x-hint` where it has one."""
+    return clip(_unclipped(error), 4 * QUOTED + 200)
+
+
+def _unclipped(error: jsonschema.ValidationError) -> str:
     hint = None
     for candidate in (error, error.parent):
         if candidate is not None and isinstance(candidate.schema, dict) and "x-hint" in candidate.schema:
             hint = candidate.schema["x-hint"]
             break
-    value = json.dumps(error.instance, default=str)
+    value = clip(json.dumps(error.instance, default=str))
     schema: dict[str, Any] = error.schema if isinstance(error.schema, dict) else {}
     validator_value: Any = error.validator_value
     if error.validator == "additionalProperties":
         instance: Any = error.instance
         known_keys = sorted(schema.get("properties", {}))
         extra = sorted(set(instance) - set(known_keys))
-        guesses = [m for key in extra for m in difflib.get_close_matches(key, known_keys, n=1)]
+        guesses = [m for key in extra[:LISTED] for m in difflib.get_close_matches(key, known_keys, n=1)]
         hint = (
             f"did you mean {', '.join(guesses)}?" if guesses else f"known keys here: {', '.join(known_keys)}"
         )
-        return f"unknown key {', '.join(map(repr, extra))} ({hint})"
+        named = ", ".join(repr(clip(key)) for key in extra[:LISTED])
+        more = f" and {len(extra) - LISTED:,} more" if len(extra) > LISTED else ""
+        return f"unknown key {named}{more} ({hint})"
     if error.validator == "required":
         return f"{error.message} (add it)"
     if hint == "duration":
@@ -348,8 +367,18 @@ def check(document: Any, schema_name: str, label: str) -> list[Problem]:
     """Every schema problem of `document`, each naming file, line, key path and the fix."""
     schema = load_schema(schema_name)
     validator = jsonschema.Draft202012Validator(schema)
-    problems = []
-    for error in _best(validator.iter_errors(_plain(document))):
+    problems: list[Problem] = []
+    plain = _plain(document)
+    for path in _not_numbers(plain, []):  # NaN passes every bound: a schema cannot refuse it
+        problems.append(
+            Problem(
+                label,
+                _line_of(document, path),
+                clip(".".join(str(p) for p in path)),
+                "NaN is not a number (write a number in the range this field takes)",
+            )
+        )
+    for error in _best(validator.iter_errors(plain)):
         path = list(error.absolute_path)
         line = _line_of(document, path)
         if error.validator == "additionalProperties" and isinstance(error.instance, dict):
@@ -357,8 +386,20 @@ def check(document: Any, schema_name: str, label: str) -> list[Problem]:
             known = error.schema.get("properties", {}) if isinstance(error.schema, dict) else {}
             extra = sorted(set(error.instance) - set(known))
             line = _line_of(document, [*path, extra[0]]) if extra else line
-        problems.append(Problem(label, line, ".".join(str(p) for p in path), _message(error)))
+        problems.append(Problem(label, line, clip(".".join(str(p) for p in path)), _message(error)))
     return problems
+
+
+def _not_numbers(node: Any, path: list[Any]) -> Iterator[list[Any]]:
+    """Where a YAML `.nan` sits."""
+    if isinstance(node, float) and math.isnan(node):
+        yield path
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            yield from _not_numbers(value, [*path, key])
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _not_numbers(value, [*path, index])
 
 
 def _plain(node: Any) -> Any:

@@ -487,9 +487,15 @@ class NodeGroup:
     # share of new capacity AWS buys as spot (a mixed-instances distribution's
     # OnDemandPercentageAboveBaseCapacity below 100): what the price expander and the plan's cost use
     spot_share: float = 0.0
+    # OnDemandBaseCapacity: AWS buys the group's first this-many (units of desired) on-demand,
+    # whatever spot_share says above it
+    on_demand_base: int = 0
     # allocatable of one node of each override type, for a group whose overrides carry
     # WeightedCapacity other than 1: how many capacity units a new node costs (planning/capacity_units.py)
     type_allocatable: Mapping[str, Resources] = field(default_factory=dict)
+    # capacity of one node of each override type EC2 describes, for a group that launches more than
+    # one type: apply counts a new machine as the largest it may be against `limits` (apply/caps.py)
+    type_capacity: Mapping[str, Resources] = field(default_factory=dict)
     instance_types: tuple[str, ...] = ()  # launch template / configuration / overrides, in order
     asg_min_size: int = 0  # the ASG's own bounds (min/max above may come from an explicit spec)
     asg_max_size: int = 0

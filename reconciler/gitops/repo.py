@@ -628,15 +628,18 @@ class WorkingCopy:
             return self._repo
         git_dir = self.path
         if git_dir.exists() and any(p.name != _LOCK for p in git_dir.iterdir()):
+            if not (git_dir / _MARKER).exists():
+                # someone's own checkout, or any folder: never taken over (its origin rewritten,
+                # its lock files deleted), never deleted
+                raise UserError(
+                    f"git.workDir: {git_dir}: holds files not made by asg-reconciler (a checkout of "
+                    "your own?); point git.workDir at a new or empty directory: it is a cache the "
+                    "tool owns"
+                )
             try:
                 repo = git.Repo(git_dir)
                 repo.git.rev_parse("--git-dir")
             except (git.InvalidGitRepositoryError, git.NoSuchPathError, git.GitCommandError):
-                if not (git_dir / _MARKER).exists():
-                    raise GitError(
-                        f"work dir {git_dir} exists and is not a git repository made by asg-reconciler;"
-                        " remove it or point git.workDir elsewhere"
-                    ) from None
                 shutil.rmtree(git_dir)
                 repo = self._init()
         else:

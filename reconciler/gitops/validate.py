@@ -8,16 +8,20 @@ checkout of a merge commit, that is the target branch).
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import git
+from ruamel.yaml.comments import CommentedMap
 
+from reconciler.aws.clients import known_regions
 from reconciler.config.documents import (
     Problem,
     check,
+    clip,
     decode_utf8,
     parse_yaml,
     read_bounded,
@@ -52,6 +56,10 @@ def validate_files(paths: Sequence[Path], previous: PreviousText | None = None) 
     lookup = previous or previous_from_git
     for path in paths:
         label = str(path)
+        outside = _links_out(Path(path))
+        if outside:
+            errors.append(Problem(label, None, "", outside))
+            continue
         try:
             document = parse_yaml(decode_utf8(read_bounded(Path(path), label), label), label)
         except FileNotFoundError:
@@ -66,8 +74,47 @@ def validate_files(paths: Sequence[Path], previous: PreviousText | None = None) 
             if not found:
                 warnings += _mirror_warnings(document, label, lookup(Path(path)))
         else:
-            errors += _config_problems(document, label)
+            found = _config_problems(document, label)
+            errors += found
+            if not found:
+                warnings += _region_warnings(document, label)
     return Report(tuple(errors), tuple(warnings))
+
+
+def _region_warnings(document: Any, label: str) -> list[Problem]:
+    """A region botocore does not know: every command refuses it on AWS's own endpoints."""
+    region = document.get("region") if isinstance(document, dict) else None
+    if not isinstance(region, str) or not region or region in known_regions():
+        return []
+    close = difflib.get_close_matches(region, sorted(known_regions()), n=2, cutoff=0.75)
+    guess = f" (did you mean {' or '.join(close)}?)" if close else ""
+    line = document.lc.key("region")[0] + 1 if isinstance(document, CommentedMap) else None
+    return [
+        Problem(
+            label,
+            line,
+            "region",
+            f"{clip(region)!r} is not an AWS region botocore knows{guess}: every command refuses it unless "
+            "AWS_ENDPOINT_URL_AUTOSCALING and AWS_ENDPOINT_URL_EC2 point at endpoints of your own",
+        )
+    ]
+
+
+def _links_out(path: Path) -> str:
+    """Pull-request CI runs validate on files the pull request chose, symlinks included: one that
+    leads out of the folder it sits in (to the runner's credentials, say) is not read, so no part
+    of that file can be quoted in an error. A link within its folder (a ConfigMap mount's
+    `..data/`) is followed."""
+    if not path.is_symlink():
+        return ""
+    folder = path.absolute().parent.resolve()
+    target = path.resolve()
+    if target == folder or folder in target.parents:
+        return ""
+    return (
+        "a symlink to a file outside its folder: not followed (validate reads files a pull request "
+        "may have chosen); commit the file itself, or validate its target by its own path"
+    )
 
 
 def looks_like_manifest(document: Any) -> bool:

@@ -97,6 +97,12 @@ def api_client(settings: KubernetesConfig, *, parallel: int = 1) -> k8s.ApiClien
                 raise UserError(
                     f"kubernetes.kubeconfig: {where}: the exec plugin gave no credentials: {failures[0]}"
                 )
+    except (TypeError, AttributeError) as exc:  # an entry of the wrong shape, deep inside the loader
+        raise UserError(
+            f"kubernetes.kubeconfig: cannot load {where}: not a kubeconfig (an entry of the wrong type: "
+            f"{exc}); compare it with `kubectl config view` output, or regenerate it "
+            "(`aws eks update-kubeconfig`)"
+        ) from None
     except (ConfigException, FileNotFoundError, yaml.YAMLError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         if isinstance(exc, yaml.YAMLError):
@@ -143,7 +149,33 @@ def _check_readable(settings: KubernetesConfig) -> None:
                 f"{field}: {given}: cannot read it ({exc.strerror}); make it readable by this user "
                 f"(uid {os.getuid()}) or {fix}"
             ) from None
-        decode_utf8(data, f"{field}: {given}")
+        _check_shape(decode_utf8(data, f"{field}: {given}"), f"{field}: cannot load {given}", fix)
+
+
+_KUBECONFIG_LISTS = ("clusters", "contexts", "users")
+
+
+def _check_shape(text: str, where: str, fix: str) -> None:
+    """The shape the loader indexes without checking: a mapping whose clusters, contexts and users
+    are lists of mappings (else a TypeError from inside the client). Bad YAML is left to the loader,
+    which names the line."""
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return
+    if document is None:
+        return  # the loader says the file is empty
+    if not isinstance(document, dict):
+        raise UserError(
+            f"{where}: not a kubeconfig (a YAML {type(document).__name__} where a mapping with clusters, "
+            f"contexts and users belongs); {fix}"
+        )
+    for key in _KUBECONFIG_LISTS:
+        value = document.get(key)
+        if value is not None and not (isinstance(value, list) and all(isinstance(v, dict) for v in value)):
+            raise UserError(f"{where}: not a kubeconfig ({key} must be a list of named entries); {fix}")
+    if not isinstance(document.get("current-context", ""), str | None):
+        raise UserError(f"{where}: not a kubeconfig (current-context must be a context's name); {fix}")
 
 
 def _check_exec_plugin(settings: KubernetesConfig, where: str) -> None:

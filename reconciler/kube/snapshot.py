@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import gc
 import json
+import stat
 from collections.abc import Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
@@ -99,6 +100,8 @@ def _files(path: Path) -> list[Path]:
 
 def _read(file: Path) -> bytes:
     try:
+        if not stat.S_ISREG(file.stat().st_mode):  # a device never ends, a FIFO's open blocks for ever
+            raise UserError(f"{file}: not a regular file (a FIFO, socket or device); pass a kubectl dump")
         return file.read_bytes()
     except OSError as exc:
         raise UserError(f"{file}: cannot read: {exc.strerror}") from None

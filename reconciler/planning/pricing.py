@@ -4,7 +4,9 @@ On-demand prices come from the table the runtime gives (the shipped us-east-1 ta
 and `what-if` use, with `expanderOptions.prices` over it). A group's purchase option is what AWS
 will buy for it: a mixed-instances distribution's spot share (OnDemandPercentageAboveBaseCapacity),
 or a template labelled as spot capacity (EKS managed node groups' `eks.amazonaws.com/capacityType`,
-Karpenter's and the `node.kubernetes.io/lifecycle` convention). Spot is priced from
+Karpenter's and the `node.kubernetes.io/lifecycle` convention); below the distribution's
+OnDemandBaseCapacity AWS buys on-demand whatever the share, so the next node is priced on-demand
+there (a raise that crosses the base is priced as its first node: over, never under). Spot is priced from
 `expanderOptions.spotPrices`, else on-demand x (1 - `spotDiscount`). Unknown is unknown: never
 guessed, and said.
 """
@@ -33,9 +35,13 @@ class NodePrice:
     basis: str  # "m5.large at $0.0960/h on-demand", "... spot (60% below on-demand)"
 
 
-def spot_share(group: NodeGroup, template: NodeTemplate | None) -> float:
+def _labelled_spot(template: NodeTemplate | None) -> bool:
     labels = template.labels if template is not None else {}
-    if any(labels.get(key) == value for key, value in SPOT_LABELS.items()):
+    return any(labels.get(key) == value for key, value in SPOT_LABELS.items())
+
+
+def spot_share(group: NodeGroup, template: NodeTemplate | None) -> float:
+    if _labelled_spot(template):
         return 1.0
     return group.spot_share
 
@@ -52,6 +58,15 @@ def node_price(
     kind = template.instance_type
     regular = options.prices.get(kind, on_demand.get(kind))
     share = spot_share(group, template)
+    if share and group.desired < group.on_demand_base and not _labelled_spot(template):
+        # the next nodes are on-demand whatever the share above the base: priced by the next one
+        if regular is None:
+            return None
+        return NodePrice(
+            regular,
+            f"{kind} at ${regular:.4f}/h on-demand (the group's desired {group.desired} is below its "
+            f"OnDemandBaseCapacity {group.on_demand_base})",
+        )
     if share and kind in options.spot_prices:
         spot, spot_basis = options.spot_prices[kind], f"${options.spot_prices[kind]:.4f}/h spot"
     elif share and regular is not None:

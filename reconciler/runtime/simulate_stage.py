@@ -172,6 +172,10 @@ def _packaged(name: str) -> Any:
 
 def _read_json(path: Path) -> Any:
     try:
+        if path.exists() and not path.is_file():  # a device never ends, a FIFO's open blocks for ever
+            raise UserError(
+                f"{path}: not a regular file (a FIFO, socket, device or directory); name a JSON file"
+            )
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise UserError(f"{path}: file not found") from None

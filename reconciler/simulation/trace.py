@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -23,7 +24,15 @@ from typing import Any
 import jsonschema
 from ruamel.yaml.comments import CommentedMap
 
-from reconciler.config.documents import JSON_TOO_DEEP, check, decode_utf8, load_schema, parse_yaml, plain
+from reconciler.config.documents import (
+    JSON_TOO_DEEP,
+    check,
+    decode_utf8,
+    load_schema,
+    parse_yaml,
+    plain,
+    read_bounded,
+)
 from reconciler.domain.errors import UserError
 from reconciler.domain.model import Pod, Taint
 from reconciler.kube.parse import ObjectReader
@@ -90,12 +99,34 @@ class Trace:
 # ------------------------------------------------------------------------------------------ reading
 
 
+MAX_TRACE_BYTES = 256 * 1024 * 1024  # a month of a busy cluster's events is a few tens of MB
+
+
+def _read_regular(path: Path, label: str) -> bytes:
+    """A trace's bytes, refused before reading when the file is not a regular one (a device never
+    ends, a FIFO blocks its open for ever) or is over MAX_TRACE_BYTES. FileNotFoundError and other
+    OSErrors are the caller's to word."""
+    status = path.stat()
+    if stat.S_ISDIR(status.st_mode):
+        raise UserError(f"{label}: is a directory, not a trace file (name the JSONL file itself)")
+    if not stat.S_ISREG(status.st_mode):
+        raise UserError(f"{label}: not a regular file (a FIFO, socket or device); name a trace file")
+    with path.open("rb") as file:
+        data = file.read(MAX_TRACE_BYTES + 1)
+    if len(data) > MAX_TRACE_BYTES:
+        raise UserError(
+            f"{label}: more than the {MAX_TRACE_BYTES:,} bytes a trace may have; split it, or replay "
+            "a shorter span"
+        )
+    return data
+
+
 def read_trace(path: Path) -> Trace:
     """The trace in `path`, checked line by line; the first mistake is a UserError naming the file,
     the line, the field and the fix."""
     label = str(path)
     try:
-        data = path.read_bytes()
+        data = _read_regular(path, label)
     except FileNotFoundError:
         raise UserError(
             f"{label}: trace file not found (write one with `asg-reconciler simulate trace generate`)"
@@ -350,7 +381,7 @@ def read_groups(path: Path) -> list[dict[str, Any]]:
     generate a trace on your own groups), checked the same way, errors naming the file's lines."""
     label = str(path)
     try:
-        data = path.read_bytes()
+        data = read_bounded(path, label)
     except FileNotFoundError:
         raise UserError(f"{label}: groups file not found") from None
     except OSError as exc:

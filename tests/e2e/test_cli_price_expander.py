@@ -43,7 +43,7 @@ def plan(tmp_path: Path, capsys: pytest.CaptureFixture[str], expander: str, *ext
     return {g["name"]: g for g in json.loads(as_json.out)["nodeGroups"]}, as_text.out
 
 
-def spot_group(aws: MotoAws, name: str, instance_type: str) -> None:
+def spot_group(aws: MotoAws, name: str, instance_type: str, base: int = 0) -> None:
     template = aws.launch_template(f"lt-{name}", instance_type)
     aws.autoscaling.create_auto_scaling_group(
         AutoScalingGroupName=name,
@@ -56,7 +56,10 @@ def spot_group(aws: MotoAws, name: str, instance_type: str) -> None:
                 "LaunchTemplateSpecification": {"LaunchTemplateId": template},
                 "Overrides": [{"InstanceType": instance_type}],
             },
-            "InstancesDistribution": {"OnDemandPercentageAboveBaseCapacity": 0},
+            "InstancesDistribution": {
+                "OnDemandPercentageAboveBaseCapacity": 0,
+                "OnDemandBaseCapacity": base,
+            },
         },
         Tags=[{"Key": k_, "Value": v, "PropagateAtLaunch": True} for k_, v in DISCOVERY.items()],
     )
@@ -105,3 +108,20 @@ def test_price_chains_with_another_expander(
     groups(aws)
     planned, _ = plan(tmp_path, capsys, "price,least-waste")
     assert planned["compute-c5"]["desired"] == 2
+
+
+def test_a_spot_group_below_its_on_demand_base_buys_on_demand_and_is_priced_so(
+    aws: MotoAws, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # OnDemandBaseCapacity 10: AWS buys the group's first 10 instances on-demand whatever the spot
+    # percentage above it, so the next nodes cost m5.large's $0.096/h, more than c5.large's $0.085
+    groups(aws)
+    spot_group(aws, "spot-m5", "m5.large", base=10)
+    planned, _ = plan(tmp_path, capsys, "price")
+    assert planned["compute-c5"]["desired"] == 2 and planned["spot-m5"]["desired"] == 0, planned
+    # chosen for another reason, its cost is told as AWS will bill it
+    favour_spot = 'expanderOptions: {priorities: {"50": ["spot-.*"], "10": [".*"]}}\n'
+    planned, _ = plan(tmp_path, capsys, "priority", favour_spot)
+    assert planned["spot-m5"]["desired"] == 2, planned
+    assert planned["spot-m5"]["monthlyCost"]["usd"] == round(2 * 0.096 * MONTH, 2), planned
+    assert "OnDemandBaseCapacity" in planned["spot-m5"]["monthlyCost"]["basis"], planned

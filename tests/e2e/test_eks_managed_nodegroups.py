@@ -151,3 +151,14 @@ def test_a_node_group_eks_does_not_know_is_a_warning_and_the_plan_goes_on(
     assert actions(document)["general"][0] == "scale-up" or actions(document)["eks-gone-1"][0] == "scale-up"
     warnings = " ".join(document["warnings"] + [w for g in document["nodeGroups"] for w in g["warnings"]])
     assert "eks-gone-1" in warnings and "EKS managed node group" in warnings, warnings
+
+
+def test_a_node_group_of_another_eks_cluster_is_named_in_a_warning(
+    aws: MotoAws, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # discovery tags put on an ASG EKS made for another cluster: its nodes join that cluster
+    tags = {**DISCOVERY, "eks:cluster-name": "staging", "eks:nodegroup-name": "web"}
+    aws.asg("eks-web-9f8e", min_size=0, max_size=5, desired=0, tags=tags)
+    document = plan(tmp_path, capsys, gpu_pod("web"))
+    warnings = " ".join(document["warnings"] + [w for g in document["nodeGroups"] for w in g["warnings"]])
+    assert "eks-web-9f8e" in warnings and "cluster 'staging'" in warnings and "'prod'" in warnings, warnings

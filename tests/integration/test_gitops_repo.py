@@ -186,7 +186,7 @@ def test_a_broken_work_dir_of_ours_is_recreated_and_a_foreign_one_refused(
     foreign = tmp_path / "foreign"
     foreign.mkdir()
     (foreign / "precious.txt").write_text("do not delete")
-    with pytest.raises(OperationError, match="not a git repository made by asg-reconciler"):
+    with pytest.raises(UserError, match="not made by asg-reconciler"):
         WorkingCopy(str(seeded_remote), foreign, IDENTITY).sync()
     assert (foreign / "precious.txt").exists()
 

@@ -10,7 +10,7 @@ from dataclasses import replace
 from reconciler.apply.caps import Caps, beyond_bounds, cluster_totals
 from reconciler.config.settings import Config, LimitsConfig, NodeGroupsConfig
 from reconciler.domain.inventory import Inventory, build_inventory
-from reconciler.domain.model import ClusterState, Instance, Node, NodeGroup
+from reconciler.domain.model import ClusterState, Instance, Node, NodeGroup, Resources
 from reconciler.planning.types import CommittedGroup
 from tests.support.planning_factories import GI, node, template
 
@@ -126,3 +126,61 @@ def test_status_previews_what_apply_would_refuse() -> None:
     _, config, inventory = caps_for(UNLIMITED, above, explicit=("1:3:general",))
     found = beyond_bounds(config, inventory, {"general": CommittedGroup(20, ())})
     assert "refuses to raise it (and never lowers its 5)" in found["general"]
+
+
+def test_a_mixed_group_counts_the_largest_override_and_an_undescribed_one_blinds_it() -> None:
+    big = Resources.of(cpu=16000, memory=64 * GI)
+    mixed = replace(
+        group("mixed", 0),
+        instance_types=("m5.xlarge", "m5.4xlarge"),
+        type_capacity={"m5.xlarge": Resources.of(cpu=4000, memory=16 * GI), "m5.4xlarge": big},
+    )
+    caps, _, inventory = caps_for(LimitsConfig(cores_max=40), mixed)
+    bound = caps.bound(inventory.groups[0])
+    assert bound.highest == 2, bound  # 40 cores hold two m5.4xlarge, not ten m5.xlarge (the template)
+    assert "of up to 16 cores each (the largest AWS may launch of m5.xlarge, m5.4xlarge)" in bound.what
+    caps.book(inventory.groups[0], 1)
+    assert caps.left.cpu_milli == 24000
+    # an override EC2 did not describe may be any size: not raised under a cores max
+    blind = replace(mixed, type_capacity={"m5.xlarge": Resources.of(cpu=4000, memory=16 * GI)})
+    caps, _, inventory = caps_for(LimitsConfig(cores_max=40), blind)
+    bound = caps.bound(inventory.groups[0])
+    assert bound.highest == 0 and "m5.4xlarge, an instance type apply cannot describe" in bound.what
+
+
+def test_weighted_desired_counts_units_filled_by_instances_and_the_worst_launch() -> None:
+    # weights 2 and 4; 3 in-service t3.small-like instances of weight 2 fill 6 of desired 8 units
+    weighted = replace(
+        group("w", 8, *(Instance(f"i-{n}", "InService", "us-east-1a", "small", None) for n in range(3))),
+        instance_types=("small", "big"),
+        instance_weights={"small": 2, "big": 4},
+        type_capacity={
+            "small": Resources.of(cpu=2000, memory=8 * GI),
+            "big": Resources.of(cpu=4000, memory=16 * GI),
+        },
+    )
+    _, _, inventory = caps_for(UNLIMITED, weighted)
+    count, cpu, _ = cluster_totals(inventory)
+    # three instances with no node, and 2 units more: at most one machine of at most 4 cores
+    assert count == 4
+    assert cpu == 3 * 2000 + 4000
+
+
+def test_machines_of_a_group_that_cannot_be_counted_blind_every_raise_under_that_limit() -> None:
+    # `blind` has no template and 6 machines asked of AWS that no node stands for yet: their cores
+    # are unknown, so `general` cannot be raised under a cores max either
+    blind = replace(group("blind", 6), template_error="attribute-based instance requirements")
+    general = group("general", 1, instance("i-1"))
+    config = Config("prod", limits=LimitsConfig(cores_max=40))
+    inventory = build_inventory(ClusterState((node_of("n1", "i-1"),), ()), (blind, general))
+    inventory = replace(
+        inventory,
+        groups=tuple(g if g.name == "blind" else replace(g, template=template()) for g in inventory.groups),
+    )
+    bound = Caps.of(config, inventory).bound(inventory.group("general"))
+    assert bound.highest == 1, bound
+    assert "limits.cores" in bound.what and "blind" in bound.what, bound.what
+    # under a node count alone, they count as machines
+    config = Config("prod", limits=LimitsConfig(max_nodes_total=10, cores_max=0, memory_max_gb=0))
+    bound = Caps.of(config, inventory).bound(inventory.group("general"))
+    assert bound.highest == 4, bound  # 1 node + 6 machines: 3 more

@@ -159,9 +159,8 @@ def test_several_types_offer_the_least_of_each_resource_so_any_launch_holds_the_
             big.allocatable.get(resource), small.allocatable.get(resource)
         )
     assert mixed.allocatable == small.allocatable  # t3.small is below m6g.large in everything
-    assert (
-        mixed.instance_type == "t3.small" and mixed.labels["node.kubernetes.io/instance-type"] == "t3.small"
-    )
+    # priced as t3.small, but not labelled as one: AWS may launch the m6g.large
+    assert mixed.instance_type == "t3.small" and "node.kubernetes.io/instance-type" not in mixed.labels
     assert "m6g.large, t3.small" in mixed.source
 
 
@@ -182,3 +181,22 @@ def test_info_from_the_api_shape() -> None:
     }
     info = info_from_api(api)
     assert info == InstanceTypeInfo("p3.8xlarge", 32, 249856, "amd64", 8, 30, 4, "NVIDIA")
+
+
+def test_a_label_the_overrides_disagree_on_is_not_promised() -> None:
+    """AWS may launch any override: a template labelled amd64 for a group that also launches arm64
+    (m6g) would plan an amd64-only pod onto a node that cannot run it. A label whose value differs
+    between the overrides is left out (no pod that requires it is planned there); tags still set it."""
+    mixed = build(("m6g.large", "t3.small")).template
+    assert mixed is not None
+    for label in ("kubernetes.io/arch", "beta.kubernetes.io/arch", "node.kubernetes.io/instance-type"):
+        assert label not in mixed.labels, label
+    assert mixed.labels["kubernetes.io/os"] == "linux"  # the same for both: kept
+    assert "kubernetes.io/arch" in mixed.source  # and the source says what was left out
+    tagged = build(
+        ("m6g.large", "t3.small"),
+        {"k8s.io/cluster-autoscaler/node-template/label/kubernetes.io/arch": "arm64"},
+    ).template
+    assert tagged is not None and tagged.labels["kubernetes.io/arch"] == "arm64"
+    same_arch = build(("t3.small", "g4dn.xlarge")).template
+    assert same_arch is not None and same_arch.labels["kubernetes.io/arch"] == "amd64"

@@ -160,7 +160,7 @@ def _grow(need: Need, short: int, candidate: Candidate, pool: NodePool, limits: 
         )
     want = -(-short // per_node)
     allowed = max(candidate.room - candidate.added, 0)
-    cap, limit = limits.cap(candidate.template)
+    cap, limit = limits.cap(candidate.template, candidate.limit_cost)
     count = min(want, allowed, want if cap is None else cap)
     why = ""
     if count < want:
@@ -171,7 +171,7 @@ def _grow(need: Need, short: int, candidate: Candidate, pool: NodePool, limits: 
     for index in range(count):
         pool.add_node(base.copy(f"{need.group}-headroom-{candidate.added + index + 1}"))
     if count:
-        limits.book(candidate.template, count)
+        limits.book(candidate.template, count, candidate.limit_cost)
         candidate.added += count
     return count, why
 

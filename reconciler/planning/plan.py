@@ -31,6 +31,7 @@ from reconciler.planning.capacity_units import nodes_within, units, units_per_no
 from reconciler.planning.drainability import stays_on_node
 from reconciler.planning.existing import existing_node
 from reconciler.planning.launch_failures import launch_failure
+from reconciler.planning.limit_costs import node_cost
 from reconciler.planning.placement import NodePool
 from reconciler.planning.predicates import PredicateContext, pvc_zones, unmodelled
 from reconciler.planning.pricing import NodePrice, monthly, node_price
@@ -565,7 +566,15 @@ def _candidate(g: _Group, base: SimNode | None, max_step: int) -> Candidate:
         )
     per_node = units_per_node(group, g.inventory.template)
     room = max(0, min(nodes_within(group.max_size - capacity, per_node), max_step))
-    return Candidate(g.name, g.inventory.template, base, room, size=capacity, blocked=blocked)
+    return Candidate(
+        g.name,
+        g.inventory.template,
+        base,
+        room,
+        size=capacity,
+        blocked=blocked,
+        limit_cost=node_cost(g.inventory, per_node),
+    )
 
 
 def _totals(nodes: Iterable[Node], groups: Iterable[_Group]) -> tuple[int, int, int]:
@@ -578,9 +587,11 @@ def _totals(nodes: Iterable[Node], groups: Iterable[_Group]) -> tuple[int, int, 
     for g in groups:
         template = g.inventory.template
         if template is not None and g.upcoming:
-            count += g.upcoming
-            cpu += counted(template, CPU) * g.upcoming
-            memory += counted(template, MEMORY) * g.upcoming
+            # as apply counts them (apply/caps.py): the largest machine AWS may launch for each
+            cost = node_cost(g.inventory, units_per_node(g.inventory.group, template))
+            count += (cost.machines if cost else 1) * g.upcoming
+            cpu += (cost.cpu if cost else counted(template, CPU)) * g.upcoming
+            memory += (cost.memory if cost else counted(template, MEMORY)) * g.upcoming
     return count, cpu, memory
 
 

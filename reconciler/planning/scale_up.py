@@ -22,6 +22,7 @@ from reconciler.planning.equivalence import ClassKey, group_pods
 from reconciler.planning.estimator import Estimate, estimate
 from reconciler.planning.expanders import build_chain
 from reconciler.planning.expanders.base import Option
+from reconciler.planning.limit_costs import NodeCost
 from reconciler.planning.placement import NodePool
 from reconciler.planning.predicates import PredicateContext, check
 from reconciler.planning.simnode import SimNode
@@ -41,6 +42,7 @@ class Candidate:
     blocked: str = ""
     added: int = 0
     hourly_price: float | None = None  # one new node, USD an hour (None: no price known)
+    limit_cost: NodeCost | None = None  # one new node against `limits`, at worst (None: its template)
     memo: dict[ClassKey, str | None] = field(default_factory=dict)
 
 
@@ -61,14 +63,16 @@ class Limits:
             None if not limits.memory_max_gb else limits.memory_max_gb * GIB - memory,
         )
 
-    def cap(self, template: NodeTemplate) -> tuple[int | None, str]:
+    def cap(self, template: NodeTemplate, cost: NodeCost | None = None) -> tuple[int | None, str]:
         """How many nodes of `template` fit under the limits, and the limit that binds first. Counted
         in node capacity, as the totals are (`counted`): allocatable is less (kube-reserved, the
-        eviction threshold), and dividing by it would let a plan grow past the limits."""
+        eviction threshold), and dividing by it would let a plan grow past the limits. `cost`: what
+        one node may cost at worst (a mixed-instances group may launch a larger override; with
+        WeightedCapacity one node is several units), as apply counts it (planning/limit_costs.py)."""
+        machines, cpu, memory = _per_node(template, cost)
         caps: list[tuple[int, str]] = []
         if self.nodes is not None:
-            caps.append((self.nodes, "limits.maxNodesTotal"))
-        cpu, memory = counted(template, CPU), counted(template, MEMORY)
+            caps.append((self.nodes // max(machines, 1), "limits.maxNodesTotal"))
         if self.cpu_milli is not None and cpu:
             caps.append((self.cpu_milli // cpu, "limits.cores"))
         if self.memory is not None and memory:
@@ -78,13 +82,20 @@ class Limits:
         count, name = min(caps)
         return max(count, 0), name
 
-    def book(self, template: NodeTemplate, count: int) -> None:
+    def book(self, template: NodeTemplate, count: int, cost: NodeCost | None = None) -> None:
+        machines, cpu, memory = _per_node(template, cost)
         if self.nodes is not None:
-            self.nodes -= count
+            self.nodes -= machines * count
         if self.cpu_milli is not None:
-            self.cpu_milli -= counted(template, CPU) * count
+            self.cpu_milli -= cpu * count
         if self.memory is not None:
-            self.memory -= counted(template, MEMORY) * count
+            self.memory -= memory * count
+
+
+def _per_node(template: NodeTemplate, cost: NodeCost | None) -> tuple[int, int, int]:
+    if cost is not None:
+        return cost.machines, cost.cpu, cost.memory
+    return 1, counted(template, CPU), counted(template, MEMORY)
 
 
 def counted(template: NodeTemplate, resource: str) -> int:
@@ -168,7 +179,7 @@ def plan_scale_up(
                 if candidate.blocked or candidate.base is None or candidate.template is None:
                     continue
                 room = candidate.room - candidate.added
-                limit_cap, limit_name = limits.cap(candidate.template)
+                limit_cap, limit_name = limits.cap(candidate.template, candidate.limit_cost)
                 if limit_cap is not None and limit_cap < room:
                     room = limit_cap
                     if room <= 0:
@@ -230,7 +241,7 @@ def plan_scale_up(
                 node.group = owner.name
                 owner.added += 1
                 assert owner.template is not None  # a group without one has no base and is never chosen
-                limits.book(owner.template, 1)
+                limits.book(owner.template, 1, owner.limit_cost)
                 pool.add_node(node)
                 new_names.add(node.name)
                 for pod in node.pods:

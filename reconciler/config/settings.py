@@ -7,6 +7,7 @@ timedelta, `min:max` ranges to ints) so nothing downstream parses strings.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -358,6 +359,17 @@ def _build(data: dict[str, Any], label: str, document: Any = None) -> Config:
     priorities = sorted(
         ((int(k), tuple(v)) for k, v in data["expanderOptions"]["priorities"].items()), reverse=True
     )
+    for priority, patterns in data["expanderOptions"]["priorities"].items():
+        for index, pattern in enumerate(patterns):
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                where = _where(label, document, ("expanderOptions", "priorities", priority, index))
+                raise UserError(
+                    f"{where}: expanderOptions.priorities.{priority}: {pattern!r} is not a regular"
+                    f" expression ({exc.msg} at position {exc.pos}); the priority expander takes regexes"
+                    " searched in group names, as cluster-autoscaler's (e.g. .*spot.* rather than *spot*)"
+                ) from None
     expander = tuple(data["expander"].split(","))
     if "priority" in expander and not priorities:
         raise UserError(

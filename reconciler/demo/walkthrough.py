@@ -118,7 +118,13 @@ def _workdir(keep: Path | None) -> Iterator[Path]:
         return
     if keep.exists() and (not keep.is_dir() or any(keep.iterdir())):
         raise UserError(f"{keep}: not an empty directory (demo --keep needs a new or empty one)")
-    keep.mkdir(parents=True, exist_ok=True)
+    try:
+        keep.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # under a file, read-only, no permission: the user's path, not a bug
+        raise UserError(
+            f"{keep}: cannot create the directory ({exc.strerror}); give demo --keep a new directory"
+            " in a writable place, e.g. /tmp/playground"
+        ) from exc
     yield keep.resolve()
 
 

@@ -90,14 +90,12 @@ def main_edits(plan: Plan, text: str | None, label: str) -> Edited | None:
         cancelled = listed & set(group.cancelled_removals)
         if gone:
             editor.settle_removals(group.name, gone)
-            work.settled[group.name] = len(gone)
+            work.settled[group.name] = (entry.desired, entry.desired - len(gone))
         if group.cancelled_removals:
             editor.shrink_removals(group.name, kept)
             if cancelled:
                 work.cancelled[group.name] = len(cancelled)
         editor.set_desired(group.name, target + len(kept))
-        if entry.desired != target + len(kept):
-            work.desired[group.name] = (entry.desired, target + len(kept))
         if target != entry.target:
             changes.append(Change(group.name, entry.target, target))
             if group.action != SCALE_DOWN and group.reasons:
@@ -107,11 +105,15 @@ def main_edits(plan: Plan, text: str | None, label: str) -> Edited | None:
             else:  # rule 2: a decrease is named instances; the plan proposes them, if any may go
                 restores.append(changes[-1])
                 reasons.append(Reason(group.name, f"{RESTORED}: restored"))
-        elif gone:  # the target stays: apply already took the instances; main drops them
-            work.notes.append(
-                f"{group.name}: {len(gone)} approved removal(s) applied, settled: {', '.join(sorted(gone))} "
-                f"dropped from removeInstances, desired {entry.desired} -> {target + len(kept)}"
+        if gone:  # apply already took the instances; main drops them
+            settle = (
+                f"{len(gone)} approved removal(s) applied, settled: {', '.join(sorted(gone))} "
+                f"dropped from removeInstances, desired {entry.desired} -> {entry.desired - len(gone)}"
             )
+            if target == entry.target:
+                work.notes.append(f"{group.name}: {settle}")
+            elif group.action != SCALE_DOWN and group.reasons:  # beside a scale-up: its own reason too
+                reasons.append(Reason(group.name, settle))
         if cancelled and target == entry.target:
             named = ", ".join(sorted(cancelled))
             work.notes.append(f"{group.name}: {len(cancelled)} approved removal(s) cancelled: {named}")
@@ -138,9 +140,9 @@ class _Bookkeeping:
     """What a commit on main changes besides targets, so its subject can say so."""
 
     mirrored: list[str] = field(default_factory=list)
-    settled: dict[str, int] = field(default_factory=dict)  # group -> applied removals settled
+    # group -> its desired before and after the settle alone (a raise beside it is a Capacity-Change)
+    settled: dict[str, tuple[int, int]] = field(default_factory=dict)
     cancelled: dict[str, int] = field(default_factory=dict)  # group -> approved removals cancelled
-    desired: dict[str, tuple[int, int]] = field(default_factory=dict)  # group -> manifest desired moved
     notes: list[str] = field(default_factory=list)  # why, per group, for the commit's reasons
 
     def summary(self, changes: str, added: list[str], limit: int = 100) -> str:
@@ -149,14 +151,10 @@ class _Bookkeeping:
         if self.settled:
             long.append(
                 "settle applied removals: "
-                + ", ".join(
-                    f"{g} {self.desired[g][0]} -> {self.desired[g][1]}" if g in self.desired else g
-                    for g in self.settled
-                )
+                + ", ".join(f"{g} {before} -> {after}" for g, (before, after) in self.settled.items())
             )
-            short.append(
-                f"settle {sum(self.settled.values())} applied removal(s) in {len(self.settled)} group(s)"
-            )
+            settled = sum(before - after for before, after in self.settled.values())
+            short.append(f"settle {settled} applied removal(s) in {len(self.settled)} group(s)")
         if self.cancelled:
             long.append("cancel removals: " + ", ".join(f"{g} ({n})" for g, n in self.cancelled.items()))
             short.append(

@@ -81,6 +81,7 @@ def api_client(settings: KubernetesConfig, *, parallel: int = 1) -> k8s.ApiClien
     margin), so the urllib3 pool never has to drop connections ("Connection pool is full")."""
     configuration = k8s.Configuration()
     where = settings.kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+    field, paths = _kubeconfig_source(settings)
     try:
         if not settings.kubeconfig and "KUBERNETES_SERVICE_HOST" in os.environ:
             k8s_config.load_incluster_config(client_configuration=configuration)
@@ -109,8 +110,10 @@ def api_client(settings: KubernetesConfig, *, parallel: int = 1) -> k8s.ApiClien
             mark = getattr(exc, "problem_mark", None)
             line = f" at line {mark.line + 1}" if mark is not None else ""
             reason = f"not valid YAML{line}: {getattr(exc, 'problem', None) or reason}"
+        elif not any(os.path.exists(os.path.expanduser(p)) for p in paths):
+            reason = "no such file"
         raise UserError(
-            f"kubernetes.kubeconfig: cannot load {where}: {reason} "
+            f"{field}: cannot load {where}: {reason} "
             "(set KUBECONFIG or kubernetes.kubeconfig, or read a dump with --snapshot FILE)"
         ) from None
     configuration.retries = _Retry(URLLIB3_RETRIES)
@@ -118,16 +121,21 @@ def api_client(settings: KubernetesConfig, *, parallel: int = 1) -> k8s.ApiClien
     return TimedApiClient(configuration, settings.request_timeout.total_seconds())
 
 
+def _kubeconfig_source(settings: KubernetesConfig) -> tuple[str, list[str]]:
+    """Where the kubeconfig comes from, as the user set it (the name an error gives them to fix),
+    and the files the loader would open."""
+    if settings.kubeconfig:
+        return "kubernetes.kubeconfig", [settings.kubeconfig]
+    if os.environ.get("KUBECONFIG"):
+        return "KUBECONFIG", [p for p in os.environ["KUBECONFIG"].split(os.pathsep) if p]
+    return "kubeconfig", [KUBE_CONFIG_DEFAULT_LOCATION]
+
+
 def _check_readable(settings: KubernetesConfig) -> None:
     """Each kubeconfig the loader would open is a readable regular UTF-8 file, or a UserError naming
     it and the fix: the loader itself raises IsADirectoryError, PermissionError or UnicodeDecodeError
     (a traceback), and a FIFO blocks its open() until a writer comes, for ever."""
-    if settings.kubeconfig:
-        field, paths = "kubernetes.kubeconfig", [settings.kubeconfig]
-    elif os.environ.get("KUBECONFIG"):
-        field, paths = "KUBECONFIG", [p for p in os.environ["KUBECONFIG"].split(os.pathsep) if p]
-    else:
-        field, paths = "kubeconfig", [KUBE_CONFIG_DEFAULT_LOCATION]
+    field, paths = _kubeconfig_source(settings)
     fix = f"point {'kubernetes.kubeconfig' if field == 'kubeconfig' else field} at the kubeconfig file"
     for given in paths:
         path = os.path.expanduser(given)

@@ -329,7 +329,10 @@ def _apply(
         return group in reader.refreshing([group])
 
     if lease is None:
-        return ran(apply(inputs, Effects(actuator, drainer, gate, refreshing=refreshing)), recorded=False)
+        # A dry run asks AWS (a read) whether a tainted node's machine is going away, as the real
+        # run does: otherwise it promises to give back the taint of a node being terminated.
+        effects = Effects(actuator, drainer, gate, going_away=actuator.going_away, refreshing=refreshing)
+        return ran(apply(inputs, effects), recorded=False)
     # A run that found the records untrustworthy never moves the anchor: its own record must not
     # become the trusted latest one, or the next run would trust what the attacker left.
     anchoring = lease if signer is not None and not trust.problems else None

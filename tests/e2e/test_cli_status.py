@@ -298,3 +298,19 @@ def test_an_explicit_group_without_the_cluster_tag_is_named_in_status_and_plan(
         text = result.out + result.err
         assert "asg legacy: has no tag k8s.io/cluster-autoscaler/prod" in text, command
         assert "asg general: has no tag" not in text, command  # tagged: nothing to say
+
+
+def test_a_kubeconfig_from_the_environment_is_named_as_such_and_a_missing_one_says_so(
+    aws: MotoAws, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """KUBECONFIG, not kubernetes.kubeconfig, is what the user set: the error names what to fix
+    (found by a new user's trial: it blamed a config key that the config does not have)."""
+    missing = tmp_path / "no-such-kubeconfig"
+    monkeypatch.setenv("KUBECONFIG", str(missing))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    config = write_config(tmp_path, "")
+    result = run(capsys, "status", "--config", str(config))
+    assert result.code == 2, result.err
+    assert result.err.startswith(f"error: KUBECONFIG: cannot load {missing}: no such file"), result.err
+    assert "kubernetes.kubeconfig: cannot load" not in result.err
+    assert len(result.err.strip().splitlines()) == 1 and "Traceback" not in result.err

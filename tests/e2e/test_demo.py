@@ -148,3 +148,21 @@ def test_demo_keep_refuses_a_directory_with_files(tmp_path: Path) -> None:
         == f"error: {tmp_path}: not an empty directory (demo --keep needs a new or empty one)"
     )
     assert [p.name for p in tmp_path.iterdir()] == ["precious.txt"]
+
+
+def test_demo_keep_where_no_directory_can_be_made_is_one_line(tmp_path: Path) -> None:
+    """A --keep path under a file (or anywhere mkdir fails) is a user's mistake: one line, exit 2,
+    not a NotADirectoryError traceback (found by a new user's trial)."""
+    (tmp_path / "a-file").write_text("mine")
+    keep = tmp_path / "a-file" / "playground"
+    result = subprocess.run(
+        [sys.executable, "-m", "reconciler", "demo", "--keep", str(keep)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.startswith(f"error: {keep}: cannot create the directory"), result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr

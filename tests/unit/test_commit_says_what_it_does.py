@@ -60,3 +60,27 @@ def test_many_groups_shorten_to_counts() -> None:
     edited = main_edits(plan(*(GroupPlan(n, 1, 12, 2, 2, "none") for n in names)), text, "main:m.yaml")
     assert edited is not None
     assert edited.message.splitlines()[0] == "capacity(prod): mirror min/max of 6 group(s)"
+
+
+def test_a_settle_beside_a_scale_up_says_the_settle_numbers_not_the_net_move() -> None:
+    """Found by a new user's trial (the demo's own history): apply took the one approved removal
+    (2 -> 1), then pods went pending and the plan raised the group to 3 in the same commit. The
+    subject said 'settle applied removals: general 2 -> 3': a settle never raises anything."""
+    text = (
+        "version: 1\ncluster: prod\nnodeGroups:\n  general:\n    removeInstances:\n"
+        f"      - {IDS[0]}\n    desired: 2\n    minSize: 1\n    maxSize: 10\n"
+    )
+    up = GroupPlan("general", 1, 10, 1, 3, "scale-up", ("2 pending pod(s) need 2 × m5.large",), new_nodes=2)
+    edited = main_edits(plan(up), text, "main:m.yaml")
+    assert edited is not None
+    subject = edited.message.splitlines()[0]
+    assert subject == "capacity(prod): scale up general 1 -> 3; settle applied removals: general 2 -> 1", (
+        subject
+    )
+    message = parse_message(edited.message)
+    assert message is not None
+    assert "1 approved removal(s) applied, settled" in " ".join(r.text for r in message.reasons), (
+        edited.message
+    )
+    after = parse_manifest(edited.text, "m.yaml").group("general")
+    assert after is not None and after.desired == 3 and after.removal_ids == ()

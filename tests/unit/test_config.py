@@ -101,6 +101,19 @@ def test_priority_expander_needs_priorities() -> None:
     assert config.expander_options.priorities == ((50, ("spot",)), (10, (".*",)))
 
 
+def test_a_priority_that_is_not_a_regex_is_one_line_naming_it(tmp_path: Path) -> None:
+    """A glob where cluster-autoscaler takes a regex ("*spot*") was a re.error traceback from the
+    planner, exit 1, after `validate` had said the file was valid (found by a new user's trial)."""
+    message = error_of(
+        tmp_path,
+        "cluster: c\nexpander: priority\nexpanderOptions:\n  priorities:\n    '50': ['*spot*']\n"
+        "    '10': ['.*']\n",
+    )
+    assert "asg-reconciler.yaml:5: " in message
+    assert "expanderOptions.priorities.50: '*spot*' is not a regular expression" in message
+    assert ".*spot.*" in message  # the fix
+
+
 def test_custom_reservations(tmp_path: Path) -> None:
     config = load_text(
         tmp_path, "cluster: c\nnodeTemplates: {reservedCPU: 100m, reservedMemory: 512Mi, maxPods: 110}\n"

@@ -34,7 +34,7 @@ from reconciler.planning.launch_failures import launch_failure
 from reconciler.planning.limit_costs import node_cost
 from reconciler.planning.placement import NodePool
 from reconciler.planning.predicates import PredicateContext, pvc_zones, unmodelled
-from reconciler.planning.pricing import NodePrice, monthly, node_price
+from reconciler.planning.pricing import HOURS_PER_MONTH, NodePrice, node_price, raise_price
 from reconciler.planning.scale_down import ScaleDownResult, plan_scale_down
 from reconciler.planning.scale_up import Candidate, Limits, ScaleUpResult, counted, plan_scale_up
 from reconciler.planning.simnode import SimNode
@@ -361,7 +361,8 @@ def _assemble(
                 rooms.get(g.name),
                 failing,
             ),
-            work.prices.get(g.name),
+            g,
+            work,
         )
         for g in work.groups
     )
@@ -401,13 +402,32 @@ def _assemble(
     )
 
 
-def _priced(plan: GroupPlan, price: NodePrice | None) -> GroupPlan:
-    """The monthly cost of the nodes the plan adds, said in the scale-up's reasons and the JSON."""
-    if price is None or not plan.new_nodes:
+def _priced(plan: GroupPlan, g: _Group, work: _Work) -> GroupPlan:
+    """The monthly cost of the nodes the plan adds, said in the scale-up's reasons and the JSON; a
+    raise whose instance type has no price says so, never a silent nothing."""
+    if not plan.new_nodes:
         return plan
-    cost = monthly(price, plan.new_nodes)
-    said = f"adds about ${cost:,.2f} a month ({plan.new_nodes} x {price.basis})"
-    return replace(plan, monthly_cost=cost, cost_basis=price.basis, reasons=(*plan.reasons, said))
+    inputs, options = work.inputs, work.inputs.config.expander_options
+    template = g.inventory.template
+    added = units(plan.new_nodes, units_per_node(g.inventory.group, template))
+    price = raise_price(g.inventory.group, template, plan.new_nodes, added, inputs.prices, options)
+    if price is None:
+        kind = template.instance_type if template is not None else "?"
+        said = f"cost unknown: no price for {kind} (give it in expanderOptions.prices)"
+        return replace(plan, reasons=(*plan.reasons, said))
+    cost = round(price.hourly * HOURS_PER_MONTH, 2)
+    basis = price.basis
+    region, priced_in = inputs.config.region, inputs.prices_region
+    if (
+        region
+        and priced_in
+        and region != priced_in
+        and template
+        and template.instance_type not in options.prices
+    ):
+        basis += f"; {priced_in} list prices, set expanderOptions.prices for {region}"
+    said = f"adds about ${cost:,.2f} a month ({basis})"
+    return replace(plan, monthly_cost=cost, cost_basis=basis, reasons=(*plan.reasons, said))
 
 
 def _added(outcome: headroom.Outcome | None) -> int:

@@ -14,7 +14,7 @@ guessed, and said.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from reconciler.config.settings import ExpanderOptions
 from reconciler.domain.model import NodeGroup, NodeTemplate
@@ -86,3 +86,40 @@ def node_price(
 
 def monthly(price: NodePrice, nodes: int) -> float:
     return round(price.hourly * nodes * HOURS_PER_MONTH, 2)
+
+
+def raise_price(
+    group: NodeGroup,
+    template: NodeTemplate | None,
+    nodes: int,
+    units: int,
+    on_demand: Mapping[str, float],
+    options: ExpanderOptions,
+) -> NodePrice | None:
+    """What a raise of `nodes` template nodes (`units` of desired) costs an hour, at most.
+
+    One instance type: nodes x its price. A mixed-instances group may launch any override: each unit
+    of desired is priced as the priciest override per unit (price / WeightedCapacity), so the figure
+    is an upper bound whichever AWS launches; an override without a price leaves the template's
+    price, said as a lower bound."""
+    single = node_price(group, template, on_demand, options)
+    types = tuple(dict.fromkeys(group.instance_types))
+    if template is None or len(types) < 2:
+        return None if single is None else NodePrice(single.hourly * nodes, f"{nodes} x {single.basis}")
+    per_unit: list[tuple[float, str]] = []
+    for name in types:
+        price = node_price(group, replace(template, instance_type=name), on_demand, options)
+        if price is None:
+            if single is None:
+                return None
+            return NodePrice(
+                single.hourly * nodes, f"at least {nodes} x {single.basis} ({name} has no price)"
+            )
+        weight = max(1, group.instance_weights.get(name, 1))
+        per_unit.append((price.hourly / weight, price.basis))
+    worst, basis = max(per_unit)
+    return NodePrice(
+        worst * units,
+        f"at most {units} unit(s) of desired at ${worst:.4f}/h each ({basis}, the priciest of its "
+        "overrides per unit: AWS may launch any of them)",
+    )

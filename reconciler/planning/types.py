@@ -117,6 +117,7 @@ class PlanInputs:
     # on-demand USD per hour by instance type (the shipped table; the runtime fills it): the price
     # expander's and the plan's cost (planning/pricing.py); expanderOptions.prices go over it
     prices: Mapping[str, float] = field(default_factory=dict)
+    prices_region: str = ""  # the region `prices` are list prices of (the shipped table's: us-east-1)
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ from reconciler.planning.plan import make_plan
 from reconciler.planning.types import CommittedGroup, Plan, PlanInputs, PlannerMemory
 from reconciler.runtime.capacity_repo import default_work_dir as default_work_dir
 from reconciler.runtime.capacity_repo import working_copy as working_copy
-from reconciler.runtime.simulate_stage import load_prices
+from reconciler.runtime.simulate_stage import load_prices, shipped_prices_region
 from reconciler.runtime.unsigned_merges import unsigned_removals
 from reconciler.runtime.world import observe
 
@@ -247,7 +247,7 @@ def checked_plan(inputs: PlanInputs, reader: AwsReader) -> tuple[PlanInputs, Pla
     until every group it removes from has been asked (a plan made again may pick other groups).
     The answers are kept on the inputs (has_instance_refresh), so a group is asked once."""
     if not inputs.prices:  # the shipped on-demand table: the price expander's and the plan's cost
-        inputs = replace(inputs, prices=_shipped_prices())
+        inputs = replace(inputs, prices=_shipped_prices(), prices_region=shipped_prices_region())
     while True:
         plan = planned(inputs)
         unasked = {

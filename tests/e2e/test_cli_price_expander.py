@@ -83,7 +83,7 @@ def test_price_picks_the_cheaper_group_and_the_plan_says_the_monthly_cost(
     assert cost == {
         "usd": round(2 * 0.085 * MONTH, 2),
         "nodes": 2,
-        "basis": "c5.large at $0.0850/h on-demand",
+        "basis": "2 x c5.large at $0.0850/h on-demand",
     }
     assert planned["general-m5"]["monthlyCost"] is None
     assert "adds about $124.10 a month (2 x c5.large at $0.0850/h on-demand)" in text

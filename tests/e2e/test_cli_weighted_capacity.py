@@ -76,3 +76,17 @@ def test_room_under_max_size_is_counted_in_units(
     aws.asg("mixed", desired=0, max_size=5, tags=DISCOVERY, overrides=[("m5.large", "2"), ("m5.xlarge", "4")])
     group = plan(tmp_path, capsys, 4)  # 4 nodes would be 8 units; max 5 units leaves room for 2 nodes
     assert group["desired"] == 4, group
+
+
+def test_the_cost_of_a_mixed_raise_is_its_units_at_the_priciest_override_per_unit(
+    aws: MotoAws, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by the new-user trial: a mixed raise was priced by its template (the least override),
+    but AWS may launch any override. m5.large and m5.xlarge both weighted 1: 3 units may be three
+    m5.xlarge at $0.192/h, so that is what the plan says it adds, at most."""
+    overrides = [("m5.large", "1"), ("m5.xlarge", "1")]
+    aws.asg("mixed", desired=0, max_size=40, tags=DISCOVERY, overrides=overrides)
+    group = plan(tmp_path, capsys, 3)
+    assert group["desired"] == 3  # the template is an m5.large: 1 unit a node
+    assert group["monthlyCost"]["usd"] == round(3 * 0.192 * 730, 2)
+    assert "priciest of its overrides" in group["monthlyCost"]["basis"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from reconciler.config.settings import ExpanderOptions
@@ -10,6 +12,7 @@ from reconciler.planning.expanders import build_chain
 from reconciler.planning.expanders.base import Option
 from reconciler.planning.expanders.price import Price
 from reconciler.planning.pricing import HOURS_PER_MONTH, monthly, node_price
+from tests.support.plan_world import NOW
 from tests.support.planning_factories import pod, template
 
 PODS = tuple(pod(f"web-{i}", cpu=500, mem_gi=1) for i in range(4))
@@ -80,3 +83,35 @@ def test_a_template_labelled_spot_is_priced_as_spot() -> None:
 def test_a_month_is_730_hours() -> None:
     price = node_price(group(), template(), {"m5.xlarge": 0.192}, ExpanderOptions())
     assert price is not None and monthly(price, 3) == round(0.192 * 3 * HOURS_PER_MONTH, 2) == 420.48
+
+
+def _priced_plan(region: str, instance_type: str, prices: dict[str, float]) -> Any:
+    from dataclasses import replace
+
+    from reconciler.planning.plan import make_plan
+    from reconciler.planning.types import PlanInputs
+    from tests.support.plan_world import World, make_config
+    from tests.support.plan_world import template as world_template
+
+    world = World().group("g", tmpl=world_template(instance_type=instance_type))
+    world.pending("api-0", cpu=1000)
+    config = replace(make_config(), region=region)
+    inputs = PlanInputs(
+        inventory=world.inventory(), config=config, now=NOW, prices=prices, prices_region="us-east-1"
+    )
+    return make_plan(inputs).group("g")
+
+
+def test_a_cost_from_another_regions_list_says_so() -> None:
+    """Found by the new-user trial: in eu-west-1 the commit gave the us-east-1 price as if it were
+    the cluster's."""
+    home = _priced_plan("us-east-1", "m5.xlarge", {"m5.xlarge": 0.192})
+    assert home.monthly_cost == round(0.192 * 730, 2) and "list prices" not in home.cost_basis
+    away = _priced_plan("eu-west-1", "m5.xlarge", {"m5.xlarge": 0.192})
+    assert "us-east-1 list prices, set expanderOptions.prices for eu-west-1" in away.cost_basis
+
+
+def test_a_raise_of_a_type_without_a_price_says_its_cost_is_unknown() -> None:
+    group = _priced_plan("us-east-1", "g9.odd", {"m5.xlarge": 0.192})
+    assert group.monthly_cost is None
+    assert group.reasons[-1] == "cost unknown: no price for g9.odd (give it in expanderOptions.prices)"

@@ -411,6 +411,8 @@ def _priced(plan: GroupPlan, g: _Group, work: _Work) -> GroupPlan:
     template = g.inventory.template
     added = units(plan.new_nodes, units_per_node(g.inventory.group, template))
     price = raise_price(g.inventory.group, template, plan.new_nodes, added, inputs.prices, options)
+    if price is None and not (inputs.prices or options.prices):
+        return plan  # no price table at all (a planner run without one): nothing to say
     if price is None:
         kind = template.instance_type if template is not None else "?"
         said = f"cost unknown: no price for {kind} (give it in expanderOptions.prices)"

@@ -350,6 +350,23 @@ class ControlPlane:
         )
         return path
 
+    def restart_apiserver(self, timeout: float = 120.0) -> None:
+        """Stop kube-apiserver and start it again on the same port: its watch cache starts over at
+        etcd's current revision, so a client resuming a watch from an older one gets 410 Gone."""
+        process = self._processes["kube-apiserver"]
+        process.terminate()
+        process.wait(timeout=30)
+        deadline = time.monotonic() + timeout
+        while True:  # the port is free again once the old process's listener is gone
+            try:
+                self._spawn("kube-apiserver", self._apiserver_flags(), True)
+                self._wait("kube-apiserver", lambda: self._https_ok("kube-apiserver", "/readyz"), deadline)
+                return
+            except RuntimeError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+
     # ------------------------------------------------------------------------------ stopping
     def _save_state(self) -> None:
         (self.directory / STATE_FILE).write_text(

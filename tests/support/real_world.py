@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
+from tests.support import k8s_objects as k
 from tests.support.apply_world import keypair
 from tests.support.aws import MotoAws
 from tests.support.cli import Result, run
 from tests.support.node_simulator import NodeSimulator
-from tests.support.real_cluster import RealCluster
+from tests.support.real_cluster import RealCluster, as_new
 
 CLUSTER = "prod"
-TAGS = {"k8s.io/cluster-autoscaler/enabled": "true", f"k8s.io/cluster-autoscaler/{CLUSTER}": "owned"}
 MAIN_PATH = f"capacity/{CLUSTER}.yaml"
 PROPOSAL = f"asg-reconciler/{CLUSTER}/scale-down"
 
@@ -33,8 +33,15 @@ class RealWorld:
         tmp: Path,
         monkeypatch: pytest.MonkeyPatch,
         *,
+        name: str = CLUSTER,
         extra: str = "",
     ) -> None:
+        self.name = name
+        self.tags = {
+            "k8s.io/cluster-autoscaler/enabled": "true",
+            f"k8s.io/cluster-autoscaler/{name}": "owned",
+        }
+        self.main_path, self.proposal = f"capacity/{name}.yaml", f"asg-reconciler/{name}/scale-down"
         self.aws, self.cluster, self.simulator, self.remote, self.tmp = aws, cluster, simulator, remote, tmp
         alice = keypair(tmp / "alice")
         self.signers = tmp / "allowed_signers"
@@ -51,9 +58,9 @@ class RealWorld:
     def write_config(self, kubeconfig: Path, *, name: str = "asg-reconciler.yaml", extra: str = "") -> Path:
         path = self.tmp / name
         path.write_text(
-            f"cluster: {CLUSTER}\nregion: us-east-1\n"
+            f"cluster: {self.name}\nregion: us-east-1\n"
             "nodeGroups:\n  autoDiscovery:\n"
-            f"    - asg:tag=k8s.io/cluster-autoscaler/enabled,k8s.io/cluster-autoscaler/{CLUSTER}\n"
+            f"    - asg:tag=k8s.io/cluster-autoscaler/enabled,k8s.io/cluster-autoscaler/{self.name}\n"
             f"git: {{url: '{self.remote}', workDir: '{self.tmp / ('work-' + name)}'}}\n"
             f"kubernetes: {{kubeconfig: '{kubeconfig}'}}\n"
             "scaleDown: {unneededTime: 0s, delayAfterScaleUp: 0s}\n"
@@ -79,7 +86,7 @@ class RealWorld:
             min_size=0,
             max_size=max_size,
             desired=desired,
-            tags={**TAGS, **(tags or {})},
+            tags={**self.tags, **(tags or {})},
             launch_template=f"{name}-lt",
         )
         self.aws.autoscaling.suspend_processes(AutoScalingGroupName=name, ScalingProcesses=["AZRebalance"])
@@ -116,3 +123,46 @@ class RealWorld:
             f"{count} Ready nodes of {name}",
         )
         return self.nodes_of(name)
+
+
+def healthy(pods: list[Any], app: str) -> int:
+    """Pods of `app` the disruption controller counts as healthy: Ready and not being deleted."""
+    return sum(
+        1
+        for p in pods
+        if (p.metadata.labels or {}).get("app") == app
+        and p.metadata.deletion_timestamp is None
+        and any(c.type == "Ready" and c.status == "True" for c in (p.status.conditions or []))
+    )
+
+
+def under_used_node_under_a_pdb(world: RealWorld) -> tuple[str, str, str]:
+    """Two m5.large nodes of `general`: web's three replicas (100m each, PDB maxUnavailable 1) all on
+    one (the other cordoned meanwhile), and a 1200m pod pinned to the other: that one is 62% used and
+    kept, the first at 16% is the one to remove. (busy node, idle node, idle node's instance id)."""
+    cluster = world.cluster
+    world.group("general", "m5.large", desired=2)
+    nodes = world.nodes_of("general")
+    busy, idle = sorted(n.metadata.name for n in nodes)
+    idle_instance = next(n.spec.provider_id.rsplit("/", 1)[-1] for n in nodes if n.metadata.name == idle)
+    cluster.kubectl("cordon", busy)
+    cluster.apply(
+        as_new(k.deployment("web", "shop", replicas=3, requests={"cpu": "100m", "memory": "128Mi"})),
+        as_new(k.pdb("web", "shop", match_labels={"app": "web"}, max_unavailable=1)),
+    )
+    cluster.wait(lambda: healthy(cluster.pods("shop"), "web") == 3, 90, "web's 3 pods running")
+    assert {p.spec.node_name for p in cluster.pods("shop")} == {idle}
+    cluster.kubectl("uncordon", busy)
+    big = as_new(k.deployment("big", "shop", replicas=1, requests={"cpu": "1200m"}))
+    big["spec"]["template"]["spec"]["nodeSelector"] = {"kubernetes.io/hostname": busy}
+    cluster.apply(big)
+    cluster.wait(lambda: healthy(cluster.pods("shop"), "big") == 1, 90, "big running on the busy node")
+    cluster.wait(
+        lambda: (
+            cluster.kubectl("get", "pdb", "web", "-n", "shop", "-o", "jsonpath={.status.disruptionsAllowed}")
+            == "1"
+        ),
+        60,
+        "the disruption controller to allow one disruption of web",
+    )
+    return busy, idle, idle_instance

@@ -245,7 +245,9 @@ class ControlPlane:
             f"--controllers={CONTROLLERS}",
             f"--service-account-private-key-file={self.pki.service_account_key}",
             f"--root-ca-file={self.pki.ca}",
-            "--use-service-account-credentials=false",
+            # each controller as its own ServiceAccount, bound by the bootstrap RBAC (as kubeadm runs
+            # it): the controller manager's own user may not, for one, create ReplicaSets
+            "--use-service-account-credentials=true",
         ]
 
     def _scheduler_flags(self) -> list[str]:

@@ -27,6 +27,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 SIMULATED = "asg-reconciler.test/simulated-node"
+NOT_READY = "node.kubernetes.io/not-ready"
 TEMPLATE_LABEL = "k8s.io/cluster-autoscaler/node-template/label/"
 TEMPLATE_TAINT = "k8s.io/cluster-autoscaler/node-template/taint/"
 VM_MEMORY_SHARE = 1959264 / (2048 * 1024)  # a real t3.small's capacity over its instance memory
@@ -125,6 +126,8 @@ class NodeSimulator:
         for name, instance in wanted.items():
             if name not in nodes:
                 self._register(instance)
+            elif any(t.key == NOT_READY for t in nodes[name].spec.taints or []):
+                self._untaint_not_ready(name)
         for name in nodes.keys() - wanted.keys():
             self._delete_node(name)
         self._run_pods(set(wanted))
@@ -238,6 +241,31 @@ class NodeSimulator:
             self.core.create_node(body)
         except ApiException as exc:
             if exc.status != 409:
+                raise
+        self._untaint_not_ready(instance.node_name)
+
+    def _untaint_not_ready(self, name: str) -> None:
+        """The API server's TaintNodesByCondition admission registers every Node with the
+        `node.kubernetes.io/not-ready:NoSchedule` taint; the node lifecycle controller takes it off
+        once the kubelet reports Ready. That controller is not run (it would want heartbeats), so the
+        simulator does its part."""
+        node = self.core.read_node(name)
+        taints = node.spec.taints or []
+        kept = [t for t in taints if t.key != NOT_READY]
+        if len(kept) == len(taints):
+            return
+        patch = [
+            {"op": "test", "path": "/metadata/resourceVersion", "value": node.metadata.resource_version},
+            {
+                "op": "replace",
+                "path": "/spec/taints",
+                "value": [self.api.sanitize_for_serialization(t) for t in kept],
+            },
+        ]
+        try:
+            self.core.patch_node(name, patch)
+        except ApiException as exc:
+            if exc.status not in (404, 409, 422):
                 raise
 
     def _delete_node(self, name: str) -> None:

@@ -38,6 +38,18 @@ CONTROLLERS = (
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 STATE_FILE = "control-plane.json"
+# What the API server's audit log records (tests read it: which evictions got 429, whether any request
+# of the asg-reconciler namespace's ServiceAccounts got 403): those two kinds of request, no bodies.
+AUDIT_POLICY = """apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Metadata
+    resources: [{group: "", resources: ["pods/eviction"]}]
+  - level: Metadata
+    userGroups: ["system:serviceaccounts:asg-reconciler"]
+  - level: None
+"""
 ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
 
 
@@ -128,6 +140,7 @@ class ControlPlane:
         self.directory.mkdir(parents=True, exist_ok=True)
         (self.directory / "logs").mkdir(exist_ok=True)
         self.pki.write()
+        (self.directory / "audit-policy.yaml").write_text(AUDIT_POLICY)
         self.ports = {name: free_port() for name in (*ORDER, "etcd-peer")}
         self._write_component_kubeconfigs()
         deadline = time.monotonic() + timeout
@@ -222,8 +235,23 @@ class ControlPlane:
             "--allow-privileged=true",
             f"--cert-dir={self.directory / 'apiserver-certs'}",
             "--profiling=false",
+            f"--audit-policy-file={self.directory / 'audit-policy.yaml'}",
+            f"--audit-log-path={self.audit_log}",
+            "--audit-log-mode=blocking",
             "--v=1",
         ]
+
+    @property
+    def audit_log(self) -> Path:
+        return self.directory / "logs" / "audit.log"
+
+    def audit(self) -> list[dict[str, Any]]:
+        """Every audit event so far (AUDIT_POLICY says which requests are recorded)."""
+        try:
+            lines = self.audit_log.read_text().splitlines()
+        except OSError:
+            return []
+        return [json.loads(line) for line in lines if line.strip()]
 
     def _component_common(self, name: str, who: Identity) -> list[str]:
         kubeconfig_file = self.directory / f"{who.file_stem}.kubeconfig"

@@ -11,7 +11,14 @@ import pytest
 
 from reconciler.gitops.manifest import parse_manifest
 from tests.support.git import git
-from tests.support.real_world import MAIN_PATH, PROPOSAL, RealWorld, healthy, under_used_node_under_a_pdb
+from tests.support.real_world import (
+    MAIN_PATH,
+    PROPOSAL,
+    RealWorld,
+    evictions,
+    healthy,
+    under_used_node_under_a_pdb,
+)
 
 
 def test_reviewed_scale_down_drains_through_the_real_budget(
@@ -28,14 +35,16 @@ def test_reviewed_scale_down_drains_through_the_real_budget(
     approved = world.cli(capsys, "approve", "scale-down")
     assert approved.code == 0, approved.out + approved.err
 
+    web = {p.metadata.name for p in cluster.pods("shop") if p.metadata.name.startswith("web-")}
     lowest: list[int] = []
     world.simulator.observers.append(lambda pods: lowest.append(healthy(pods, "web")))
     applied = world.cli(capsys, "apply")
     assert applied.code == 0, applied.out + applied.err
     assert world.desired("general") == 1
     assert idle_instance not in world.in_service("general")
-    world.wait_nodes("general", 1)
-    assert [n.metadata.name for n in cluster.nodes()] == [busy]
+    cluster.wait(
+        lambda: [n.metadata.name for n in cluster.nodes()] == [busy], 30, "the removed node's Node gone"
+    )
     cluster.wait(
         lambda: (
             healthy(cluster.pods("shop"), "web") == 3
@@ -45,4 +54,6 @@ def test_reviewed_scale_down_drains_through_the_real_budget(
         "web's 3 replicas running again on the remaining node",
     )
     assert lowest and min(lowest) >= 2, lowest  # maxUnavailable 1 of 3: never fewer than 2 healthy
-    print(applied.out, applied.err)
+    answers = evictions(world, "shop", web)
+    assert answers.count(201) == 3, answers  # each of the three evicted once
+    assert 429 in answers, answers  # the real budget said "not now" while a replacement was starting

@@ -65,7 +65,8 @@ class RealWorld:
             f"kubernetes: {{kubeconfig: '{kubeconfig}'}}\n"
             "scaleDown: {unneededTime: 0s, delayAfterScaleUp: 0s}\n"
             f"approval: {{mode: signed, allowedSigners: '{self.signers}'}}\n"
-            f"apply: {{drainTimeout: 120s, signingKey: '{self.tmp / 'record-key'}'}}\n" + extra
+            f"apply: {{drainTimeout: 120s, maxGracePeriod: 30s, signingKey: '{self.tmp / 'record-key'}'}}\n"
+            + extra
         )
         return path
 
@@ -134,6 +135,18 @@ def healthy(pods: list[Any], app: str) -> int:
         and p.metadata.deletion_timestamp is None
         and any(c.type == "Ready" and c.status == "True" for c in (p.status.conditions or []))
     )
+
+
+def evictions(world: RealWorld, namespace: str, pods: set[str]) -> list[int]:
+    """The API server's answers to evictions of these pods, in order, from its audit log."""
+    return [
+        int(e["responseStatus"]["code"])
+        for e in world.cluster.plane.audit()
+        if e.get("stage") == "ResponseComplete"
+        and e["objectRef"].get("subresource") == "eviction"
+        and e["objectRef"].get("namespace") == namespace
+        and e["objectRef"].get("name") in pods
+    ]
 
 
 def under_used_node_under_a_pdb(world: RealWorld) -> tuple[str, str, str]:

@@ -5,7 +5,6 @@ the real budget, writes Events) with no 403; and each is refused what it must no
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ NAMESPACE = "asg-reconciler"
 CLUSTER = "prod-eks"  # the name the shipped Roles' resourceNames are written for
 RBAC_KINDS = ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 TEST_LABEL = "asg-reconciler.test/made-by-test"
+ACCOUNTS = {f"system:serviceaccount:{NAMESPACE}:asg-reconciler-{stage}" for stage in ("plan", "apply")}
 
 
 def shipped_rbac(cluster: RealCluster) -> list[dict[str, Any]]:
@@ -91,16 +91,19 @@ def test_each_stage_as_its_own_service_account_no_403_and_refused_the_rest(
         text = (said.out + said.err).lower()
         assert "403" not in text and "forbidden" not in text, said.out + said.err
     assert world.desired("general") == 1 and idle_instance not in world.in_service("general")
-    lease = cluster.kubectl(
-        "get", "lease", f"asg-reconciler-apply-{CLUSTER}", "-n", "kube-system", "-o", "json"
-    )
-    assert json.loads(lease)["spec"]["holderIdentity"]  # apply took its own Lease as its own account
-    events = json.loads(cluster.kubectl("get", "events", "-A", "-o", "json"))["items"]
-    assert any(
-        e.get("reportingComponent", "").startswith("asg-reconciler")
-        or (e.get("source") or {}).get("component", "").startswith("asg-reconciler")
-        for e in events
-    ), events
+    # the API server's own record: every request either account made in the story, none refused
+    story = [
+        e
+        for e in cluster.plane.audit()
+        if e.get("stage") == "ResponseComplete" and e["user"]["username"] in ACCOUNTS
+    ]
+    refused = [f"{e['verb']} {e['requestURI']}" for e in story if e["responseStatus"]["code"] == 403]
+    assert not refused, refused
+    made = {(e["user"]["username"].rsplit(":", 1)[-1], e["verb"], e["objectRef"]["resource"]) for e in story}
+    assert ("asg-reconciler-apply", "create", "leases") in made  # apply took its Lease as itself
+    assert ("asg-reconciler-apply", "patch", "nodes") in made  # marked the node
+    assert ("asg-reconciler-apply", "create", "pods") in made  # pods/eviction
+    assert ("asg-reconciler-plan", "list", "pods") in made
 
     # what each stage must not do, tried for real: 403 from the API server
     plan_api = new_api_client(plan_kubeconfig)

@@ -381,10 +381,11 @@ class ControlPlane:
         return path
 
     def restart_apiserver(self, timeout: float = 120.0) -> None:
-        """Stop kube-apiserver and start it again on the same port: its watch cache starts over at
-        etcd's current revision, so a client resuming a watch from an older one gets 410 Gone."""
+        """Kill kube-apiserver (as a crash or an OOM kill would) and start it again on the same port:
+        its watch cache starts over at etcd's current revision, so a client resuming a watch from an
+        older one gets 410 Gone."""
         process = self._processes["kube-apiserver"]
-        process.terminate()
+        process.kill()
         process.wait(timeout=30)
         deadline = time.monotonic() + timeout
         while True:  # the port is free again once the old process's listener is gone

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -87,6 +88,7 @@ class NodeSimulator:
     region: str = "us-east-1"
     interval: float = 0.25
     errors: list[str] = field(default_factory=list)
+    unreachable: int = 0
     observers: list[Callable[[list[dict[str, Any]]], None]] = field(default_factory=list)
     _shapes: dict[str, Shape] = field(default_factory=dict)
     _names: dict[str, str] = field(default_factory=dict)
@@ -114,6 +116,8 @@ class NodeSimulator:
         while not self._stop.is_set():
             try:
                 self.step()
+            except urllib3.exceptions.HTTPError:
+                self.unreachable += 1  # the API server restarting: a kubelet tries again
             except Exception as exc:  # a kubelet keeps going; the test sees `errors`
                 self.errors.append(f"{type(exc).__name__}: {exc}")
             self._stop.wait(self.interval)

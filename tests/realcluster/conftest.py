@@ -1,9 +1,10 @@
 """The real tier's fixtures: one real control plane per test process (session scope), reset before
 each test; the node simulator playing the kubelets of moto's instances; the world a CLI story runs in.
 
-Every test here is in one xdist group, so the whole suite starts one control plane and the other
-worker runs the rest of the suite meanwhile. Where the control plane is not cached and Go is missing,
-every test here skips with one line saying why (tests/controlplane/binaries.py)."""
+Every test module here puts its tests in the xdist group `realcluster`, so the whole suite starts
+one control plane and the other worker runs the rest of the suite meanwhile. Where the control plane
+is not cached and Go is missing, every test here skips with one line saying why
+(tests/controlplane/binaries.py)."""
 
 from __future__ import annotations
 
@@ -18,14 +19,6 @@ from tests.support.aws import MotoAws
 from tests.support.node_simulator import NodeSimulator
 from tests.support.real_cluster import RealCluster, new_api_client
 from tests.support.real_world import RealWorld
-
-HERE = Path(__file__).parent
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if HERE in Path(item.fspath).parents:
-            item.add_marker(pytest.mark.xdist_group("realcluster"))
 
 
 @pytest.fixture(scope="session")

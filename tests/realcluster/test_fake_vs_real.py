@@ -23,6 +23,8 @@ from tests.support import k8s_objects as k
 from tests.support.kube import FAKE_TOKEN
 from tests.support.real_cluster import RealCluster
 
+pytestmark = pytest.mark.xdist_group("realcluster")  # one control plane, one worker (conftest.py)
+
 NS = "diff"
 JSON, MERGE, STRATEGIC, JSON_PATCH = (
     "application/json",

@@ -20,6 +20,8 @@ from tests.support.node_simulator import NodeSimulator
 from tests.support.real_cluster import RealCluster, new_api_client
 from tests.support.real_world import RealWorld, under_used_node_under_a_pdb
 
+pytestmark = pytest.mark.xdist_group("realcluster")  # one control plane, one worker (conftest.py)
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "kubernetes"
 NAMESPACE = "asg-reconciler"
 CLUSTER = "prod-eks"  # the name the shipped Roles' resourceNames are written for

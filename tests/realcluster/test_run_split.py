@@ -27,6 +27,8 @@ from tests.support.run_process import RunProcess, wait_for
 
 from .test_rbac_service_accounts import ACCOUNTS, CLUSTER, NAMESPACE, shipped_rbac
 
+pytestmark = pytest.mark.xdist_group("realcluster")  # one control plane, one worker (conftest.py)
+
 # apply acts on the plan stage's hint, not its poll; the Leases at their defaults, so a leader keeps
 # its Lease (and its cache) over the API server's few seconds of restart
 KEYS = {

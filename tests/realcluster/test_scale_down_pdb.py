@@ -20,6 +20,8 @@ from tests.support.real_world import (
     under_used_node_under_a_pdb,
 )
 
+pytestmark = pytest.mark.xdist_group("realcluster")  # one control plane, one worker (conftest.py)
+
 
 def test_reviewed_scale_down_drains_through_the_real_budget(
     real_world: RealWorld, capsys: pytest.CaptureFixture[str]

@@ -12,6 +12,8 @@ from tests.support.git import git
 from tests.support.real_cluster import as_new
 from tests.support.real_world import MAIN_PATH, RealWorld
 
+pytestmark = pytest.mark.xdist_group("realcluster")  # one control plane, one worker (conftest.py)
+
 
 def unschedulable(pod: object) -> bool:
     conditions = getattr(pod.status, "conditions", None) or []  # type: ignore[attr-defined]

@@ -12,6 +12,8 @@ from tests.support import k8s_objects as k
 from tests.support.real_cluster import as_new
 from tests.support.real_world import RealWorld, healthy
 
+pytestmark = pytest.mark.xdist_group("realcluster")  # one control plane, one worker (conftest.py)
+
 DUMP = ("get", "nodes,pods,pdb,daemonsets,pv,pvc,namespaces", "-A", "-o", "json")
 
 

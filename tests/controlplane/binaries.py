@@ -67,6 +67,11 @@ def fingerprint() -> str:
 
 
 def go_command() -> str | None:
+    """$ASG_RECONCILER_GO (a path, or `none`: act as where Go is missing), else `go` on PATH, else
+    Go's default install path."""
+    configured = os.environ.get("ASG_RECONCILER_GO")
+    if configured:
+        return None if configured == "none" else configured
     found = shutil.which("go")
     if found:
         return found

@@ -26,20 +26,16 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "kubernetes"
 NAMESPACE = "asg-reconciler"
 CLUSTER = "prod-eks"  # the name the shipped Roles' resourceNames are written for
 RBAC_KINDS = ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
-TEST_LABEL = "asg-reconciler.test/made-by-test"
 ACCOUNTS = {f"system:serviceaccount:{NAMESPACE}:asg-reconciler-{stage}" for stage in ("plan", "apply")}
 
 
 def shipped_rbac(cluster: RealCluster) -> list[dict[str, Any]]:
-    """The split overlay's identities and RBAC, rendered by the real kubectl; cluster-scoped ones
-    labelled so the reset between tests removes them."""
+    """The split overlay's identities and RBAC, rendered by the real kubectl, as shipped (their
+    `app.kubernetes.io/name: asg-reconciler` label is what the reset between tests removes)."""
     rendered = [
         o for o in yaml.safe_load_all(cluster.kubectl("kustomize", str(EXAMPLES / "overlays" / "split"))) if o
     ]
     objects = [o for o in rendered if o["kind"] in RBAC_KINDS]
-    for obj in objects:
-        if obj["kind"] in ("ClusterRole", "ClusterRoleBinding"):
-            obj["metadata"].setdefault("labels", {})[TEST_LABEL] = "true"
     assert {o["kind"] for o in objects} == set(RBAC_KINDS)
     return objects
 

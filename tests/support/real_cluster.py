@@ -23,6 +23,7 @@ from kubernetes import client, config
 from tests.controlplane.cluster import ControlPlane
 
 SYSTEM_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
+OURS = ("asg-reconciler", "cluster-autoscaler")  # what tests and the stages name their objects
 GRACE_SECONDS = 2  # the test workloads' terminationGracePeriodSeconds: their containers stop quickly
 
 
@@ -141,29 +142,40 @@ class RealCluster:
                 self._force_delete_pods(name)
                 self.core.delete_namespace(name)
         for name in SYSTEM_NAMESPACES:
+            # only what tests and the stages made: the control plane's own objects here (the
+            # controllers' ServiceAccounts, bootstrap Roles, extension-apiserver-authentication) stay
             self._force_delete_pods(name)
             for kind in (
                 "deployments.apps",
                 "replicasets.apps",
                 "statefulsets.apps",
                 "poddisruptionbudgets.policy",
-                "leases.coordination.k8s.io",
-                "events",
-                "serviceaccounts",
-                "roles.rbac.authorization.k8s.io",
-                "rolebindings.rbac.authorization.k8s.io",
             ):
                 self.kubectl(
                     "delete", kind, "--all", "-n", name, "--wait=false", "--ignore-not-found", check=False
                 )
+            self.kubectl(
+                "delete",
+                "serviceaccounts,roles.rbac.authorization.k8s.io,rolebindings.rbac.authorization.k8s.io",
+                "-n",
+                name,
+                "-l",
+                "app.kubernetes.io/name=asg-reconciler",
+                "--ignore-not-found",
+                check=False,
+            )
             for cm in self.core.list_namespaced_config_map(name).items:
-                if cm.metadata.name != "kube-root-ca.crt":
+                if cm.metadata.name.startswith(OURS):
                     self.core.delete_namespaced_config_map(cm.metadata.name, name)
+            leases = client.CoordinationV1Api(self.api)
+            for lease in leases.list_namespaced_lease(name).items:
+                if lease.metadata.name.startswith(OURS):
+                    leases.delete_namespaced_lease(lease.metadata.name, name)
         self.kubectl(
             "delete",
             "clusterrolebindings,clusterroles",
             "-l",
-            "asg-reconciler.test/made-by-test",
+            "app.kubernetes.io/name=asg-reconciler",
             "--ignore-not-found",
             check=False,
         )

@@ -245,13 +245,14 @@ class ControlPlane:
     def audit_log(self) -> Path:
         return self.directory / "logs" / "audit.log"
 
-    def audit(self) -> list[dict[str, Any]]:
-        """Every audit event so far (AUDIT_POLICY says which requests are recorded)."""
+    def audit(self, after: int = 0) -> list[dict[str, Any]]:
+        """The audit events after the first `after` (AUDIT_POLICY says which requests are recorded);
+        `len(audit())` taken when a test starts is its `after`: the log is the whole session's."""
         try:
             lines = self.audit_log.read_text().splitlines()
         except OSError:
             return []
-        return [json.loads(line) for line in lines if line.strip()]
+        return [json.loads(line) for line in lines[after:] if line.strip()]
 
     def _component_common(self, name: str, who: Identity) -> list[str]:
         kubeconfig_file = self.directory / f"{who.file_stem}.kubeconfig"

@@ -66,6 +66,7 @@ def test_each_stage_as_its_own_service_account_no_403_and_refused_the_rest(
     eks_world: RealWorld, capsys: pytest.CaptureFixture[str]
 ) -> None:
     world, cluster = eks_world, eks_world.cluster
+    audited = len(cluster.plane.audit())  # the log is the session's: this test's part starts here
     cluster.apply(*shipped_rbac(cluster))
     run_keys = f"run: {{namespace: {NAMESPACE}}}\n"
     plan_kubeconfig = cluster.kubeconfig_as(world.tmp / "plan.kubeconfig", NAMESPACE, "asg-reconciler-plan")
@@ -92,7 +93,7 @@ def test_each_stage_as_its_own_service_account_no_403_and_refused_the_rest(
     # the API server's own record: every request either account made in the story, none refused
     story = [
         e
-        for e in cluster.plane.audit()
+        for e in cluster.plane.audit(audited)
         if e.get("stage") == "ResponseComplete" and e["user"]["username"] in ACCOUNTS
     ]
     refused = [f"{e['verb']} {e['requestURI']}" for e in story if e["responseStatus"]["code"] == 403]

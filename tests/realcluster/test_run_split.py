@@ -66,6 +66,7 @@ def eks_world(
 
 def test_split_run_against_the_real_server(eks_world: RealWorld, capsys: pytest.CaptureFixture[str]) -> None:
     world, cluster = eks_world, eks_world.cluster
+    audited = len(cluster.plane.audit())  # the log is the session's: this test's part starts here
     cluster.apply(*shipped_rbac(cluster))
     plan_kubeconfig = cluster.kubeconfig_as(world.tmp / "plan.kubeconfig", NAMESPACE, "asg-reconciler-plan")
     apply_kubeconfig = cluster.kubeconfig_as(
@@ -170,7 +171,7 @@ def test_split_run_against_the_real_server(eks_world: RealWorld, capsys: pytest.
         assert "Traceback" not in log and "Forbidden" not in log, log
     story = [
         e
-        for e in cluster.plane.audit()
+        for e in cluster.plane.audit(audited)
         if e["stage"] == "ResponseComplete" and e["user"]["username"] in ACCOUNTS
     ]
     refused = [

@@ -216,7 +216,7 @@ def run_one(
         f"git: {{url: '{tmp / 'capacity.git'}', workDir: '{tmp / 'work'}'}}\n"
     )
     document = plan(config)
-    placed = {p["pod"] for p in document["pendingPods"] if p.get("nodeGroup")}
+    placed = {p["pod"]: p["nodeGroup"] for p in document["pendingPods"] if p.get("nodeGroup")}
     for group in document["nodeGroups"]:
         if group["desired"] > group["current"]:
             autoscaling.set_desired_capacity(
@@ -233,12 +233,20 @@ def run_one(
             message = next(
                 (c.message for c in (pod.status.conditions or []) if c.type == "PodScheduled"), "no condition"
             )
-            causes.append(f"plan placed {key} but the scheduler did not: {message}")
+            causes.append(f"plan placed {key} in {placed[key]} but the scheduler did not: {message}")
     used = {p.spec.node_name for p in pods if p.spec.node_name}
     for node in cluster.nodes():
         if node.metadata.name not in before and node.metadata.name not in used:
             causes.append(f"new node {node.metadata.name} ({node.metadata.labels.get('pool')}) stayed empty")
-    return causes
+    unplaced = len(document["pendingPods"]) - len(placed)
+    reasons = sorted({str(p.get("reason")) for p in document["pendingPods"] if not p.get("nodeGroup")})
+    added = wanted - len(before)
+    summary = (
+        f"{len(groups)} group(s), {len(pods)} pods, {len(document['pendingPods'])} pending: plan placed "
+        f"{len(placed)} on {added} new node(s), left {unplaced} unplaced"
+        + (f" ({'; '.join(reasons)})" if reasons else "")
+    )
+    return causes, summary
 
 
 def main() -> int:
@@ -266,10 +274,10 @@ def main() -> int:
                 cluster.reset()
                 scratch = Path(tmp) / f"s{index}"
                 scratch.mkdir()
-                causes = run_one(index, rng, cluster, autoscaling, ec2, scratch)
+                causes, summary = run_one(index, rng, cluster, autoscaling, ec2, scratch)
                 agreed += not causes
                 report.append((index, causes))
-                print(f"scenario {index}: {'agrees' if not causes else 'DISAGREES'}", flush=True)
+                print(f"scenario {index}: {'agrees' if not causes else 'DISAGREES'}: {summary}", flush=True)
                 for cause in causes:
                     print(f"  - {cause}", flush=True)
         finally:

@@ -30,9 +30,11 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,9 +58,32 @@ LABEL = "k8s.io/cluster-autoscaler/node-template/label/"
 TAINT = "k8s.io/cluster-autoscaler/node-template/taint/"
 
 
+def balance_zones_as_aws_does() -> None:
+    """moto launches all the instances of one scale-up into one zone picked at random; AWS balances a
+    group across its zones, each new instance going to the zone with the fewest. The plan is judged
+    against AWS, so the in-process moto launches one instance at a time into the least-used zone."""
+    import moto.autoscaling.models as models
+
+    original = models.FakeAutoScalingGroup.replace_autoscaling_group_instances
+
+    def balanced(self: Any, count_needed: int, propagated_tags: dict[str, str]) -> None:
+        for _ in range(count_needed):
+            used = Counter(state.instance.placement.zone for state in self.instance_states)
+            zone = min(self.availability_zones, key=lambda z: (used[z], z))
+            chooser = models.random
+            models.random = SimpleNamespace(choice=lambda zones, zone=zone: zone)  # type: ignore[assignment]
+            try:
+                original(self, 1, dict(propagated_tags))
+            finally:
+                models.random = chooser
+
+    models.FakeAutoScalingGroup.replace_autoscaling_group_instances = balanced  # type: ignore[method-assign]
+
+
 @contextmanager
 def moto() -> Iterator[str]:
     os.environ["MOTO_EC2_LOAD_DEFAULT_AMIS"] = "false"
+    balance_zones_as_aws_does()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()

@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean control-plane control-plane-if-go
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required (set PYTHON=python3.11)")'
@@ -22,8 +22,18 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-test: lint
+# The real tier (tests/realcluster/) runs against etcd, kube-apiserver, kube-controller-manager and
+# kube-scheduler built from source (tests/controlplane/, cached in ~/.cache/asg-reconciler/control-plane/
+# per version): `make test` builds them when they are not cached; without Go it says so in one line
+# and the real tier skips.
+test: lint control-plane-if-go
 	$(BIN)/python -m pytest -n 2 --dist loadgroup -p no:cacheprovider
+
+control-plane: $(STAMP)
+	$(BIN)/python -m tests.controlplane build
+
+control-plane-if-go: $(STAMP)
+	$(BIN)/python -m tests.controlplane build --if-go
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py

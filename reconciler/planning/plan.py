@@ -53,6 +53,7 @@ from reconciler.planning.types import (
     PodOutcome,
     Removal,
 )
+from reconciler.planning.unknown_groups import not_node_groups
 
 _LAUNCHING = frozenset({"Pending", "Pending:Wait", "Pending:Proceed", "InService"})
 
@@ -376,6 +377,12 @@ def _assemble(
             inputs.searched
             or "no node groups found: check nodeGroups in the config (discovery tags, explicit names)"
         )
+    warnings += not_node_groups(
+        inputs.committed,
+        [g.name for g in inputs.inventory.groups],
+        config.cluster,
+        f"{config.git.branch}:{config.manifest_path}",
+    )
     if inputs.inventory.state.autoscaler is not None:
         warnings.append(
             f"cluster-autoscaler is live ({inputs.inventory.state.autoscaler.source}): apply will refuse"

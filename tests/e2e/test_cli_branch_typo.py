@@ -32,7 +32,15 @@ def test_a_misspelled_branch_stops_every_command_and_writes_nothing(
     before = _branches(world.remote)
     assert "main" in before and "asg-reconciler/prod/state" in before
     _set_branch(world, "mian")
-    for command in (("plan",), ("plan", "--dry-run"), ("status",), ("apply",), ("apply", "--dry-run")):
+    commands = (
+        ("plan",),
+        ("plan", "--dry-run"),
+        ("status",),
+        ("apply",),
+        ("apply", "--dry-run"),
+        ("history",),
+    )
+    for command in commands:
         result = world.cli(capsys, *command)
         assert result.code == 2, (command, result.out, result.err)
         said = result.err

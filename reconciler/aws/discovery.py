@@ -214,7 +214,15 @@ def nothing_found(config: Config, region: str) -> str:
     """One line for a discovery that found no group: where it looked (the region as resolved and
     where it came from, each autoDiscovery spec's tags, all of which must match, the explicit names)
     and what to check first. A wrong region is the common cause: nothing else is wrong, and every
-    describe call succeeds with an empty answer."""
+    describe call succeeds with an empty answer. An empty nodeGroups looked nowhere: that is said
+    instead (no region can be the cause)."""
+    if not config.node_groups.auto_discovery and not config.node_groups.explicit:
+        return (
+            "no node group found: nodeGroups is empty (neither autoDiscovery nor explicit is set), so "
+            "nothing was looked for; add nodeGroups.autoDiscovery (cluster-autoscaler's syntax, e.g. "
+            f"asg:tag=k8s.io/cluster-autoscaler/enabled,k8s.io/cluster-autoscaler/{config.cluster}) or "
+            "nodeGroups.explicit (min:max:name)"
+        )
     origin = "region: in the config"
     if not config.region:
         origin = (
@@ -229,9 +237,7 @@ def nothing_found(config: Config, region: str) -> str:
     names = list(dict.fromkeys(parse_explicit(text).name for text in config.node_groups.explicit))
     if names:
         where.append(f"the ASGs named {', '.join(names)} (nodeGroups.explicit)")
-    looked = (
-        "; and for ".join(where) if where else "nothing: nodeGroups lists neither autoDiscovery nor explicit"
-    )
+    looked = "; and for ".join(where)
     return (
         f"no node group found: looked in region {region} ({origin}) for {looked}; a wrong region is the "
         f"common cause: check region, then the ASGs' tags and names (aws autoscaling "

@@ -96,7 +96,9 @@ def generate(
     from reconciler.simulation.trace import read_groups
 
     groups = None if groups_file is None else read_groups(groups_file)
-    _emit(generate_trace(kind, hours, seed, start=_start(start), groups=groups), output)
+    _emit(
+        generate_trace(kind, hours, seed, start=_start(start), groups=groups, hours_field="--hours"), output
+    )
 
 
 @trace.command()

@@ -20,3 +20,8 @@ class ForgeError(OperationError):
 class WorkDirError(UserError):
     """`git.workDir` cannot be made or written: the deployment's to fix, so every command (`status`
     too, which otherwise shows a Git failure as a warning) stops on it with exit 2."""
+
+
+class BranchMissingError(UserError):
+    """`git.branch` names no branch of a repository that has others (a typo): the config's to fix,
+    so every command (`status` too) stops on it with exit 2 instead of reading an empty history."""

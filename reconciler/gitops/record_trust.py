@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from reconciler.domain.model import APPLY_LEASE_NAMESPACE, APPLY_LEASE_PREFIX, RECORD_ANCHOR_ANNOTATION
+from reconciler.domain.lease_names import apply_lease_name
+from reconciler.domain.model import APPLY_LEASE_NAMESPACE, RECORD_ANCHOR_ANNOTATION
 from reconciler.gitops.history import NOTES_REF
 from reconciler.gitops.record_signing import Verifier
 from reconciler.gitops.records import ApplyRecord, StoredRecord, iso_time, stored_records
@@ -141,14 +142,14 @@ def trust_records(
         latest_digest = forward(anchor)
         head = verified.get(latest_digest)
         if anchor not in verified:
-            lease = f"{APPLY_LEASE_NAMESPACE}/{APPLY_LEASE_PREFIX}{cluster}"
+            lease = f"{APPLY_LEASE_NAMESPACE}/{apply_lease_name(cluster)}"
             problems.append(
                 f"the record apply wrote last (digest {anchor[:12]}, kept on lease {lease}) is missing"
                 f" from {NOTES_REF} or does not verify: someone with write access to the notes ref removed"
                 " or changed it, or its key is no longer in apply.recordSigners; removals are refused"
                 " until it is back (restore the notes ref from a copy, or list the old key; or, after"
                 f" checking, remove the anchor: kubectl annotate lease -n {APPLY_LEASE_NAMESPACE}"
-                f" {APPLY_LEASE_PREFIX}{cluster} {RECORD_ANCHOR_ANNOTATION}-)"
+                f" {apply_lease_name(cluster)} {RECORD_ANCHOR_ANNOTATION}-)"
             )
             if head is None:
                 head = newest  # rule 4 as strict as what is left allows; removals are refused anyway

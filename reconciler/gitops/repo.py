@@ -235,6 +235,13 @@ class WorkingCopy:
         with self._locked():
             return self._resolve(f"refs/remotes/{REMOTE}/{branch}")
 
+    def branches(self) -> list[str]:
+        """The remote's branches as last fetched (`sync`), sorted."""
+        with self._locked():
+            prefix = f"refs/remotes/{REMOTE}/"
+            out = self._git("for-each-ref", "--format=%(refname)", prefix)
+        return sorted(line[len(prefix) :] for line in out.splitlines() if line.startswith(prefix))
+
     def read_file(self, path: str, ref: str) -> str | None:
         """The file at `ref` (a branch name of the remote, or any commit-ish); None if absent.
         Text that is not UTF-8 is a UserError naming `ref:path:line` and the fix."""

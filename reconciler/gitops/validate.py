@@ -29,6 +29,7 @@ from reconciler.config.documents import (
 )
 from reconciler.config.settings import config_from_document
 from reconciler.domain.errors import UserError
+from reconciler.domain.lease_names import apply_lease_name, kube_cluster_name, leader_lease_name
 from reconciler.gitops.manifest import (
     document_problems,
     from_document,
@@ -77,7 +78,7 @@ def validate_files(paths: Sequence[Path], previous: PreviousText | None = None) 
             found = _config_problems(document, label)
             errors += found
             if not found:
-                warnings += _region_warnings(document, label)
+                warnings += _region_warnings(document, label) + _lease_name_warnings(document, label)
     return Report(tuple(errors), tuple(warnings))
 
 
@@ -96,6 +97,28 @@ def _region_warnings(document: Any, label: str) -> list[Problem]:
             "region",
             f"{clip(region)!r} is not an AWS region botocore knows{guess}: every command refuses it unless "
             "AWS_ENDPOINT_URL_AUTOSCALING and AWS_ENDPOINT_URL_EC2 point at endpoints of your own",
+        )
+    ]
+
+
+def _lease_name_warnings(document: Any, label: str) -> list[Problem]:
+    """A cluster name that is no Kubernetes name (`Prod_EKS`) gets derived Lease names: the RBAC a
+    deployment ships must grant those (base/cluster.yaml), so say them where the config is checked."""
+    cluster = document.get("cluster") if isinstance(document, dict) else None
+    if not isinstance(cluster, str) or kube_cluster_name(cluster) == cluster:
+        return []
+    derived = kube_cluster_name(cluster)
+    line = document.lc.key("cluster")[0] + 1 if isinstance(document, CommentedMap) else None
+    return [
+        Problem(
+            label,
+            line,
+            "cluster",
+            f"{cluster!r} is not a Kubernetes name (lowercase letters, digits, '-' and '.'), so the Leases "
+            f"carry {derived} instead ({apply_lease_name(cluster)}, "
+            f"{leader_lease_name('plan', cluster)}, {leader_lease_name('apply', cluster)}); Git keeps "
+            f"{cluster}. Grant those in RBAC: in examples/kubernetes set data.cluster in base/cluster.yaml "
+            f"to {derived}",
         )
     ]
 

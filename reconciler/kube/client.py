@@ -11,6 +11,7 @@ retry policy for those is `kube.retry` (one more try), so a hung server fails a 
 from __future__ import annotations
 
 import contextlib
+import difflib
 import logging
 import os
 import shutil
@@ -87,6 +88,7 @@ def api_client(settings: KubernetesConfig, *, parallel: int = 1) -> k8s.ApiClien
             k8s_config.load_incluster_config(client_configuration=configuration)
         else:
             _check_readable(settings)
+            _check_context(settings, where)
             _check_exec_plugin(settings, where)
             with _plugin_failures() as failures:
                 k8s_config.load_kube_config(
@@ -184,6 +186,41 @@ def _check_shape(text: str, where: str, fix: str) -> None:
             raise UserError(f"{where}: not a kubeconfig ({key} must be a list of named entries); {fix}")
     if not isinstance(document.get("current-context", ""), str | None):
         raise UserError(f"{where}: not a kubeconfig (current-context must be a context's name); {fix}")
+
+
+_CONTEXTS_SHOWN = 20  # a kubeconfig of a whole fleet may hold hundreds
+
+
+def _check_context(settings: KubernetesConfig, where: str) -> None:
+    """`kubernetes.context` names a context the kubeconfig has, or a UserError listing those it has
+    (the loader only says "Expected object with name ... in .../contexts list")."""
+    if not settings.context:
+        return
+    try:
+        merged = KubeConfigMerger(settings.kubeconfig or KUBE_CONFIG_DEFAULT_LOCATION).config
+        # the merger wraps each entry of every file's list in a ConfigNode (its `value`: the mapping)
+        entries = [getattr(c, "value", c) for c in merged.value.get("contexts") or ()]
+        names = [c.get("name") for c in entries if isinstance(c, dict)]
+        current = merged.value.get("current-context")
+    except Exception:  # a malformed kubeconfig: the loader's own checks say what is wrong
+        return
+    known = [n for n in names if isinstance(n, str)]
+    if settings.context in known:
+        return
+    shown = ", ".join(known[:_CONTEXTS_SHOWN]) + (
+        f" and {len(known) - _CONTEXTS_SHOWN} more" if len(known) > _CONTEXTS_SHOWN else ""
+    )
+    close = difflib.get_close_matches(settings.context, known, n=1, cutoff=0.6)
+    guess = f"did you mean {close[0]}? " if close else ""
+    now = f" (current-context: {current})" if isinstance(current, str) and current else ""
+    fix = (
+        f"it has {shown}{now}; {guess}set kubernetes.context to one of them (`kubectl config "
+        "get-contexts`), or remove it to use the current context"
+        if known
+        else "it has no context; add one (`aws eks update-kubeconfig --alias NAME`), or remove "
+        "kubernetes.context"
+    )
+    raise UserError(f"kubernetes.context: {settings.context!r} is not a context of {where}: {fix}")
 
 
 def _check_exec_plugin(settings: KubernetesConfig, where: str) -> None:

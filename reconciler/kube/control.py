@@ -40,6 +40,7 @@ from kubernetes.client.exceptions import ApiException
 
 from reconciler.config.settings import Config
 from reconciler.domain.errors import RefusalKind, RefusedError, UserError
+from reconciler.domain.lease_names import leader_lease_name
 from reconciler.kube.client import SERVICE_ACCOUNT_NAMESPACE, run_namespace
 from reconciler.kube.live import api_error, unreachable
 from reconciler.kube.retry import with_retries
@@ -438,7 +439,7 @@ def switch_namespace(
     one-shot apply outside a pod reads it; several: refused (run.namespace says which)."""
     if config.run.namespace or Path(service_account).exists():
         return run_namespace(config, service_account), ""
-    name = f"asg-reconciler-apply-leader-{config.cluster}"
+    name = leader_lease_name("apply", config.cluster)
     try:
         leases = k8s.CoordinationV1Api(api).list_lease_for_all_namespaces(
             field_selector=f"metadata.name={name}", _request_timeout=10

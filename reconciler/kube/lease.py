@@ -50,7 +50,8 @@ from kubernetes.client.exceptions import ApiException
 
 from reconciler.domain.backoff import Backoff
 from reconciler.domain.errors import OperationError, RefusedError
-from reconciler.domain.model import APPLY_LEASE_NAMESPACE, APPLY_LEASE_PREFIX, RECORD_ANCHOR_ANNOTATION
+from reconciler.domain.lease_names import apply_lease_name
+from reconciler.domain.model import APPLY_LEASE_NAMESPACE, RECORD_ANCHOR_ANNOTATION
 from reconciler.kube.errors import KubernetesError
 from reconciler.kube.live import api_error, unreachable
 from reconciler.kube.retry import transient
@@ -190,7 +191,7 @@ class ApplyLease:
         each pause (a heartbeat; it may raise to give up)."""
         self.api = api
         self.coordination = k8s.CoordinationV1Api(api)
-        self.name = f"{APPLY_LEASE_PREFIX}{cluster}"
+        self.name = apply_lease_name(cluster)
         self.namespace = namespace
         self.retry_wait = retry_wait
         self._backoff = Backoff(retry_wait, retry_wait * 4)  # retry_wait, then 2x and 4x it

@@ -53,6 +53,7 @@ from reconciler.planning.types import (
     PodOutcome,
     Removal,
 )
+from reconciler.planning.unknown_groups import not_node_groups
 
 _LAUNCHING = frozenset({"Pending", "Pending:Wait", "Pending:Proceed", "InService"})
 
@@ -215,7 +216,7 @@ def _place_pending(work: _Work) -> None:
     for pod, node in placement.placed:
         sim = work.pool.get(node)
         where = "upcoming capacity" if sim is not None and sim.is_new else "existing capacity"
-        work.outcomes[pod.key] = PodOutcome(pod.key, work.group_of(node), f"fits {where}")
+        work.outcomes[pod.key] = _fits(pod.key, work.group_of(node), node, f"fits {where}")
     work.waiting = list(placement.unplaced)
 
 
@@ -230,8 +231,8 @@ def _settle_approved_removals(work: _Work) -> None:
         for pod, node in rescue.placed:
             if node in approved_nodes:
                 cancelled.add(node)
-            work.outcomes[pod.key] = PodOutcome(
-                pod.key, work.group_of(node), "fits capacity kept by cancelling a removal"
+            work.outcomes[pod.key] = _fits(
+                pod.key, work.group_of(node), node, "fits capacity kept by cancelling a removal"
             )
         work.waiting = list(rescue.unplaced)
     for node_name in sorted(set(approved_nodes) - cancelled):
@@ -278,10 +279,9 @@ def _scale_up(work: _Work) -> ScaleUpResult:
         if pod.key in up.helped:
             work.outcomes[pod.key] = PodOutcome(pod.key, up.helped[pod.key])
         elif pod.key in up.fits_after:
-            work.outcomes[pod.key] = PodOutcome(
-                pod.key,
-                work.group_of(up.fits_after[pod.key]),
-                "fits existing capacity once the other scale-ups land",
+            node = up.fits_after[pod.key]
+            work.outcomes[pod.key] = _fits(
+                pod.key, work.group_of(node), node, "fits existing capacity once the other scale-ups land"
             )
         else:
             work.outcomes[pod.key] = PodOutcome(pod.key, None, up.not_helped[pod.key])
@@ -377,6 +377,12 @@ def _assemble(
             inputs.searched
             or "no node groups found: check nodeGroups in the config (discovery tags, explicit names)"
         )
+    warnings += not_node_groups(
+        inputs.committed,
+        [g.name for g in inputs.inventory.groups],
+        config.cluster,
+        f"{config.git.branch}:{config.manifest_path}",
+    )
     if inputs.inventory.state.autoscaler is not None:
         warnings.append(
             f"cluster-autoscaler is live ({inputs.inventory.state.autoscaler.source}): apply will refuse"
@@ -509,6 +515,11 @@ def _pending_pods(
     return pending
 
 
+def _fits(pod: str, group: str | None, node: str, reason: str) -> PodOutcome:
+    """A pod with a place on `node`: its group's, or the node itself when it is in no group."""
+    return PodOutcome(pod, group, reason, node=None if group is not None else node)
+
+
 def _waiting_for_preemption(pod: Pod, group_of_node: Mapping[str, str], nodes: Set[str]) -> PodOutcome:
     """A pod the scheduler nominated to a node waits there for lower-priority pods to be preempted:
     it is booked on that node (`existing.py`) and, as in CA, scale-up is not for it. CA 1.36+ leaves it
@@ -516,7 +527,7 @@ def _waiting_for_preemption(pod: Pod, group_of_node: Mapping[str, str], nodes: S
     again and clears or moves the nomination; CA 1.35 and earlier scaled up for it instead."""
     node = pod.nominated_node
     if node in nodes:
-        return PodOutcome(pod.key, group_of_node.get(node), f"waiting for preemption on node {node}")
+        return _fits(pod.key, group_of_node.get(node), node, f"waiting for preemption on node {node}")
     return PodOutcome(
         pod.key,
         None,

@@ -202,6 +202,14 @@ class PodOutcome:
     pod: str  # namespace/name
     node_group: str | None
     reason: str = ""
+    # the node it fits (existing or on its way), when that node belongs to no node group: such a pod
+    # has a place although no group holds it (a self-managed node, another tool's group)
+    node: str | None = None
+
+    @property
+    def placed(self) -> bool:
+        """It has a place: a group of ours, or a node of no group."""
+        return self.node_group is not None or self.node is not None
 
 
 @dataclass(frozen=True)
@@ -266,7 +274,12 @@ class Plan:
                 for g in self.groups
             ],
             "pendingPods": [
-                {"pod": o.pod, "nodeGroup": o.node_group, **({"reason": o.reason} if o.reason else {})}
+                {
+                    "pod": o.pod,
+                    "nodeGroup": o.node_group,
+                    **({"node": o.node} if o.node is not None else {}),
+                    **({"reason": o.reason} if o.reason else {}),
+                }
                 for o in self.pending
             ],
             "unremovableNodes": [

@@ -48,6 +48,7 @@ from reconciler.aws.discovery import nothing_found
 from reconciler.aws.reader import AwsReader
 from reconciler.config.settings import Config
 from reconciler.domain.errors import ReconcilerError, RefusedError, StopRequested, UserError
+from reconciler.gitops.branch_check import require_branch
 from reconciler.gitops.forge.base import Forge
 from reconciler.gitops.history import NOTES_REF
 from reconciler.gitops.manifest import Manifest
@@ -129,7 +130,8 @@ def _target(copy: WorkingCopy, config: Config, ref: str | None, last: str | None
     of the branch, and having the last commit any apply acted on in its own first-parent history."""
     branch = config.git.branch
     chain = copy.first_parent(branch)
-    if not chain:
+    if not chain:  # (`check` names a private ref here, which resolves: never a branch to look for)
+        require_branch(copy, branch, config.source or "config")  # a typo, not a repository to fill
         raise UserError(f"git.branch: {branch} has no commits in {copy.shown_url} (run plan first)")
     shown = f"--ref {ref}" if ref is not None else f"the tip of {branch}"
     target = chain[0] if ref is None else resolve_ref(copy, ref)

@@ -35,6 +35,7 @@ from reconciler.apply.changes import trace_removals
 from reconciler.apply.outcome import ApplyReport
 from reconciler.config.settings import Config
 from reconciler.domain.errors import OperationError, ReconcilerError, UserError
+from reconciler.gitops.branch_check import require_branch
 from reconciler.gitops.manifest import Manifest, for_cluster, parse_manifest
 from reconciler.gitops.repo import REMOTE, WorkingCopy
 from reconciler.gitops.validate import validate_files
@@ -55,6 +56,7 @@ def check_once(config: Config, ref: str, now: datetime, *, pull_request: int | N
     sha = resolve_ref(copy, ref) or _fetch_ref(copy, ref, pull_request)
     if sha is None:
         raise UserError(f"--ref {ref}: no such commit or branch in {copy.shown_url}")
+    require_branch(copy, branch, config.source or "config")
     tip = copy.head(branch)
     if tip is None:
         raise UserError(f"git.branch: {branch} has no commits in {copy.shown_url} (run plan first)")

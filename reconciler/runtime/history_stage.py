@@ -10,6 +10,7 @@ from __future__ import annotations
 from functools import partial
 
 from reconciler.config.settings import Config
+from reconciler.gitops.branch_check import require_branch
 from reconciler.gitops.history import NOTES_REF, Entry, history_command
 from reconciler.gitops.record_reading import history_entries
 from reconciler.gitops.record_signing import load_verifier
@@ -19,6 +20,7 @@ from reconciler.runtime.capacity_repo import working_copy
 def history_once(config: Config, node_group: str | None, since: str | None) -> list[Entry]:
     verifier = load_verifier(config.apply.record_signers, "apply.recordSigners")
     copy = working_copy(config)
+    require_branch(copy, config.git.branch, config.source or "config")  # a typo is no empty history
     copy.fetch_notes(NOTES_REF)  # apply's records, shown beside the plan's commits
     return history_command(
         copy.path,

@@ -29,6 +29,7 @@ from reconciler.gitops.adopt import (
     left_before,
     newest_record,
 )
+from reconciler.gitops.branch_check import require_branch
 from reconciler.gitops.forge import make_forge
 from reconciler.gitops.manifest import Manifest, for_cluster, parse_manifest
 from reconciler.gitops.plan_edits import committed_groups, listed_removals
@@ -74,6 +75,7 @@ def committed_on_main(config: Config) -> tuple[dict[str, CommittedGroup], str, R
     records on its first-parent line (each group's desired as the last apply left it:
     `last_desired`, given what AWS has now)."""
     copy = working_copy(config)
+    require_branch(copy, config.git.branch, config.source or "config")
     label = f"{config.git.branch}:{config.manifest_path}"
     text = copy.read_file(config.manifest_path, config.git.branch)
     records = read_records(copy, config.git.branch)
@@ -178,6 +180,7 @@ def _plan_once(
         return PlanRun(plan, inventory=inputs.inventory)
 
     copy = working_copy(config)
+    require_branch(copy, config.git.branch, config.source or "config")  # a typo never starts a history
     label = f"{config.git.branch}:{config.manifest_path}"
     text = copy.read_file(config.manifest_path, config.git.branch)
     manifest = read_manifest(text, label, config)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from reconciler.config.settings import Config
 from reconciler.domain.backoff import Backoff
 from reconciler.domain.errors import OperationError, ReconcilerError, RefusedError, StopRequested, UserError
+from reconciler.domain.lease_names import leader_lease_name
 from reconciler.kube.control import SuspendedError
 from reconciler.kube.leader import LeaderElector
 from reconciler.telemetry.status import StageResult
@@ -53,7 +54,7 @@ class Stage:
         self.name = name
         self.runner = runner
         config = runner.config
-        self.lease_name = f"asg-reconciler-{name}-leader-{config.cluster}"
+        self.lease_name = leader_lease_name(name, config.cluster)
         self.elector = LeaderElector(
             runner.kube,
             runner.namespace,

@@ -16,7 +16,7 @@ from reconciler.aws.discovery import nothing_found
 from reconciler.aws.reader import AwsReader
 from reconciler.config.settings import Config
 from reconciler.domain.errors import ReconcilerError, UserError
-from reconciler.gitops.errors import WorkDirError
+from reconciler.gitops.errors import BranchMissingError, WorkDirError
 from reconciler.gitops.proposal import open_proposal
 from reconciler.gitops.publish import proposal_problem, way_out_of_a_broken_proposal
 from reconciler.gitops.record_reading import last_desired
@@ -44,7 +44,7 @@ def status_once(config: Config, snapshot: Path | None, now: datetime) -> StatusR
                     f"scale-down proposal {proposal.branch} cannot be read: {broken}; the plan leaves it "
                     f"as it is and proposes nothing new: {way_out_of_a_broken_proposal(proposal.branch)}"
                 )
-        except WorkDirError:
+        except (WorkDirError, BranchMissingError):
             raise  # the deployment's to fix, not something Git said: exit 2
         except ReconcilerError as exc:
             error = str(exc)

@@ -198,6 +198,8 @@ def _report(
         outcome = outcomes.get(key)
         if outcome is None:  # every pending pod gets an outcome; this is the safe answer if not
             answers.append(PodAnswer(key, None, "the plan gave it no place"))
+        elif outcome.node is not None:  # room on a node of no group: hosted, by no group of ours
+            answers.append(PodAnswer(key, None, outcome.reason, node=outcome.node))
         elif node and outcome.node_group is None:
             answers.append(PodAnswer(key, None, _pinned_reason(pod, node, inventory)))
         else:

@@ -112,16 +112,18 @@ def generate(
     diurnal: Diurnal = Diurnal(),
     batch: Batch = Batch(),
     steady: Steady = Steady(),
+    hours_field: str = "hours",
 ) -> RawTrace:
     """A trace of `kind` (diurnal, batch, steady or mixed: all three) lasting `hours`, the same for
-    the same arguments and seed."""
+    the same arguments and seed. `hours_field`: what errors call `hours` (the CLI's `--hours`)."""
     if kind not in KINDS:
         raise UserError(f"trace kind {kind!r} is not one of {', '.join(KINDS)}")
     if not (isinstance(hours, int | float) and math.isfinite(hours) and hours > 0):
-        raise UserError(f"hours: {hours} is not a positive number of hours (e.g. 24)")
+        raise UserError(f"{hours_field}: {hours} is not a positive number of hours (e.g. 24)")
     if hours * HOUR > max_seconds():
         raise UserError(
-            f"hours: {hours:g} is out of range (at most {max_seconds() / HOUR:g}: 31 days, a trace's bound)"
+            f"{hours_field}: {hours:g} is out of range "
+            f"(at most {max_seconds() / HOUR:g}: 31 days, a trace's bound)"
         )
     rng = random.Random(seed)
     end = hours * HOUR

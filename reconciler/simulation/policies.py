@@ -15,6 +15,7 @@ named by (seed, what, index), so a run never depends on another's draws.
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta, tzinfo
@@ -202,11 +203,20 @@ def parse_working_hours(text: str, zone: tzinfo, weekdays: frozenset[int]) -> Wo
     return WorkingHours(start, end, zone, weekdays)
 
 
+_DAYS = re.compile(r"^([0-9]+)d")
+
+
 def parse_duration_option(text: str, option: str) -> timedelta:
+    """A simulate option's duration: Go's (90s, 10m, 4h, 1h30m) with days in front (2d, 1d12h), as
+    `history --since` takes them: a trace may span weeks."""
+    days = _DAYS.match(text.strip())
+    rest = text.strip()[days.end() :] if days else text
     try:
-        value = parse_duration(text)
-    except ValueError:
-        raise UserError(f"{option}: {text!r} is not a duration (use e.g. 90s, 10m or 4h)") from None
+        value = (timedelta(days=int(days[1])) if days else timedelta(0)) + (
+            parse_duration(rest) if rest or not days else timedelta(0)
+        )
+    except (ValueError, OverflowError):
+        raise UserError(f"{option}: {text!r} is not a duration (use e.g. 90s, 10m, 4h or 2d)") from None
     if value < timedelta(0):
         raise UserError(f"{option}: {text!r} is negative (use e.g. 90s)")
     return value

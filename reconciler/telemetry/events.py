@@ -65,9 +65,7 @@ def triggered_scale_up(outcome: PodOutcome, groups: Mapping[str, GroupPlan]) -> 
 
 def cannot_help(outcome: PodOutcome) -> bool:
     """A pending pod no group can help, with a reason worth telling (not "too young", not "leaving")."""
-    return (
-        outcome.node_group is None and bool(outcome.reason) and not outcome.reason.startswith(_NOT_A_VERDICT)
-    )
+    return not outcome.placed and bool(outcome.reason) and not outcome.reason.startswith(_NOT_A_VERDICT)
 
 
 def plan_events(

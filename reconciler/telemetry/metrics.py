@@ -322,7 +322,7 @@ class Metrics:
 
     def plan(self, plan: Plan, now: datetime) -> None:
         """The gauges of one plan; groups that left it lose their series."""
-        helpable = sum(1 for p in plan.pending if p.node_group is not None)
+        helpable = sum(1 for p in plan.pending if p.placed)  # a node of no group counts: it has room
         self.pending_pods.labels("true").set(helpable)
         self.pending_pods.labels("false").set(len(plan.pending) - helpable)
         self.unremovable_nodes.set(len(plan.unremovable))

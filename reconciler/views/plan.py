@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reconciler.planning.types import NONE, SCALE_DOWN, GroupPlan, Plan
+from reconciler.planning.types import NONE, SCALE_DOWN, GroupPlan, Plan, PodOutcome
 from reconciler.views.output import to_csv
 
 CSV_COLUMNS = ("name", "minSize", "maxSize", "current", "desired", "action", "reasons", "removeInstances")
@@ -39,6 +39,10 @@ def _headroom(g: GroupPlan) -> str:
     return f"{room.headroom.describe()}: {placed}; {share}"
 
 
+def _place(outcome: PodOutcome) -> str:
+    return outcome.node_group or f"node {outcome.node} (no node group)"
+
+
 def render_plan_table(plan: Plan) -> str:
     lines = [f"Plan for cluster {plan.cluster}:", ""]
     width = max((len(g.name) for g in plan.groups), default=0)
@@ -55,11 +59,11 @@ def render_plan_table(plan: Plan) -> str:
         removed += len(g.removals) if g.action == SCALE_DOWN else 0
     if not plan.groups:
         lines.append("  (no node groups)")
-    not_helped = [o for o in plan.pending if o.node_group is None]
-    helped = [o for o in plan.pending if o.node_group is not None]
+    not_helped = [o for o in plan.pending if not o.placed]
+    helped = [o for o in plan.pending if o.placed]
     if helped:
         lines += ["", f"Pending pods with a place ({len(helped)}):"]
-        lines += [f"  {o.pod} -> {o.node_group}{f' ({o.reason})' if o.reason else ''}" for o in helped[:50]]
+        lines += [f"  {o.pod} -> {_place(o)}{f' ({o.reason})' if o.reason else ''}" for o in helped[:50]]
         if len(helped) > 50:
             lines.append(f"  ... and {len(helped) - 50} more")
     if not_helped:

@@ -20,6 +20,7 @@ from reconciler.domain.quantity import format_bytes, format_cpu
 from reconciler.planning.baseline import GONE, baseline
 from reconciler.planning.launch_failures import launch_failure
 from reconciler.planning.types import CommittedGroup, LaunchFailure
+from reconciler.planning.unknown_groups import not_node_groups
 from reconciler.views.output import table, to_csv
 
 
@@ -316,6 +317,10 @@ def build_status(
     warnings = []
     if manifest_error is not None:
         warnings.append(f"manifest not compared: {manifest_error}")
+    if committed is not None:
+        warnings += not_node_groups(
+            committed, [g.name for g in inventory.groups], cluster, manifest or "manifest"
+        )
     presence = inventory.state.autoscaler
     if presence is not None:
         warnings.append(

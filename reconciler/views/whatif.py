@@ -58,9 +58,15 @@ def render_what_if_table(report: WhatIfReport) -> str:
             lines.append(
                 f"    {g.name.ljust(width)}  no new node        {g.on_existing} pod(s) fit its nodes{kept}"
             )
+    if report.on_other_nodes:
+        lines.append(
+            f"    (no node group)  no new node  {report.on_other_nodes} pod(s) fit nodes of no node group"
+        )
     if not report.groups:
         lines.append("  (no node groups)")
-    elif not any(g.add or g.on_existing or g.kept_removals for g in report.groups):
+    elif not report.on_other_nodes and not any(
+        g.add or g.on_existing or g.kept_removals for g in report.groups
+    ):
         lines.append("  no group changes")
     unhosted = report.unhosted
     if unhosted:

@@ -43,6 +43,7 @@ class PodAnswer:
     pod: str
     node_group: str | None
     reason: str
+    node: str | None = None  # the node of no node group it fits (then node_group is None)
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,12 @@ class WhatIfReport:
 
     @property
     def unhosted(self) -> tuple[PodAnswer, ...]:
-        return tuple(p for p in self.pods if p.node_group is None)
+        return tuple(p for p in self.pods if p.node_group is None and p.node is None)
+
+    @property
+    def on_other_nodes(self) -> int:
+        """The change's pods that fit existing nodes of no node group (hosted, by no group of ours)."""
+        return sum(1 for p in self.pods if p.node is not None)
 
     def to_dict(self) -> dict[str, Any]:
         """The public JSON shape (DESIGN §5.1, schemas/what-if.schema.json)."""
@@ -111,7 +117,16 @@ class WhatIfReport:
                 }
                 for g in self.groups
             ],
-            "pods": [{"pod": p.pod, "nodeGroup": p.node_group, "reason": p.reason} for p in self.pods],
+            "podsOnNodesOfNoGroup": self.on_other_nodes,
+            "pods": [
+                {
+                    "pod": p.pod,
+                    "nodeGroup": p.node_group,
+                    **({"node": p.node} if p.node is not None else {}),
+                    "reason": p.reason,
+                }
+                for p in self.pods
+            ],
             "workloads": [
                 {
                     "source": w.source,

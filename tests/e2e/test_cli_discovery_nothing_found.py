@@ -55,3 +55,19 @@ def test_run_says_when_the_count_of_node_groups_changes(world: World) -> None:
         )
         assert "node groups: 1 found (was 0): general" in run.output()
         assert run.stop() == 0
+
+
+def test_an_empty_node_groups_says_so_not_the_region(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A config with no nodeGroups looked for nothing: the hint is to fill nodeGroups, not the region."""
+    text = world.config.read_text()
+    world.config.write_text(text.replace("nodeGroups:\n  autoDiscovery:\n    - " + TAGS + "\n", ""))
+    for args in (("plan", "--dry-run"), ("status",)):
+        result = world.cli(capsys, *args)
+        assert result.code == 2, (args, result.out, result.err)
+        (line,) = result.err.strip().splitlines()
+        assert "nodeGroups: no node group found: nodeGroups is empty" in line, line
+        assert "nodeGroups.autoDiscovery" in line and "nodeGroups.explicit" in line
+        assert "region" not in line, line
+    assert branches(world) == ""

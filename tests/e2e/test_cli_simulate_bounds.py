@@ -116,7 +116,22 @@ def test_a_generated_trace_longer_than_the_bound_is_refused(tmp_path: Path) -> N
         timeout=60,
         check=False,
     )
-    refused(result, "hours", "at most 744")
+    refused(result, "--hours: 1e+09 is out of range", "at most 744")
+
+
+def test_a_duration_in_days_is_taken_as_history_since_takes_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`--duration 2d` (and `1d12h`) as `history --since 7d`; a bound in days is still refused in
+    one line."""
+    trace = write(tmp_path / "t.jsonl", cluster(), arrive("web-1", 60, "100m"))
+    for duration, plans in (("2d", 5761), ("1d12h", 4321)):
+        result = run(capsys, "simulate", "--trace", str(trace), "--output", "json", "--duration", duration)
+        assert result.code == 0, result.err
+        (ours,) = json.loads(result.out)["policies"]
+        assert ours["plans"] == plans, (duration, ours["plans"])
+    refused(simulate(trace, "--duration", "32d"), "--duration", "at most 744h")
+    refused(simulate(trace, "--duration", "2 days"), "--duration", "use e.g. 90s, 10m, 4h or 2d")
 
 
 def test_the_bounds_themselves_are_accepted(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

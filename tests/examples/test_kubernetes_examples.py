@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from reconciler.config.settings import Config, config_from_document
+from reconciler.domain.lease_names import apply_lease_name, kube_cluster_name, leader_lease_name
 from tests.examples.kustomize import EXAMPLES, OVERLAYS, find, needs_kubectl, overlay, render
 
 pytestmark = needs_kubectl
@@ -250,7 +251,10 @@ def test_lease_names_in_the_roles_follow_the_cluster_in_the_config(name: str) ->
         for rule in role["rules"]:
             for resource_name in rule.get("resourceNames", []):
                 if resource_name.startswith("asg-reconciler-") and "leases" in rule["resources"]:
-                    assert resource_name.endswith(f"-{cluster}"), (role["metadata"]["name"], resource_name)
+                    assert resource_name.endswith(f"-{kube_cluster_name(cluster)}"), (
+                        role["metadata"]["name"],
+                        resource_name,
+                    )
 
 
 @pytest.mark.parametrize("name", OVERLAYS)
@@ -346,6 +350,32 @@ def test_the_roles_follow_the_cluster_named_once(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", OVERLAYS)
 def test_base_names_the_cluster_every_config_plans(name: str) -> None:
     """base/cluster.yaml and the configs' `cluster:` must agree (the Roles follow the former, the
-    Lease names the code uses the latter)."""
+    Lease names the code uses the latter, as Kubernetes names carry it: the same for `prod-eks`)."""
     named = yaml.safe_load((EXAMPLES / "base" / "cluster.yaml").read_text())["data"]["cluster"]
-    assert {c.cluster for c in configs(overlay(name)).values()} == {named}
+    assert {kube_cluster_name(c.cluster) for c in configs(overlay(name)).values()} == {named}
+
+
+def test_a_cluster_name_eks_allows_gets_roles_for_the_leases_the_code_takes(tmp_path: Path) -> None:
+    """`Prod_EKS` is an EKS name but no Kubernetes name: the code's Leases carry its derived form
+    (reconciler/domain/lease_names.py), which `validate` prints and base/cluster.yaml holds; the
+    rendered Roles and shipped Leases then name exactly the Leases plan and apply take."""
+    import shutil
+
+    copy = tmp_path / "kubernetes"
+    shutil.copytree(EXAMPLES, copy)
+    derived = kube_cluster_name("Prod_EKS")
+    source = copy / "base" / "cluster.yaml"
+    source.write_text(source.read_text().replace("cluster: prod-eks", f"cluster: {derived}"))
+    objects = render(copy / "overlays" / "split")
+    granted = {
+        n
+        for role in find(objects, "Role")
+        for r in role["rules"]
+        if "leases" in r["resources"]
+        for n in r.get("resourceNames", [])
+        if n.startswith("asg-reconciler-")
+    }
+    taken = {apply_lease_name("Prod_EKS"), leader_lease_name("plan", "Prod_EKS")}
+    taken.add(leader_lease_name("apply", "Prod_EKS"))
+    assert granted == taken
+    assert {lease["metadata"]["name"] for lease in find(objects, "Lease")} <= taken

@@ -28,6 +28,7 @@ import yaml
 from reconciler.config.settings import KubernetesConfig, load_config
 from reconciler.demo.kube_api import FakeKubeAPI, RecordedRequest
 from reconciler.domain.event import NODE, NORMAL, POD, EventSpec
+from reconciler.domain.lease_names import leader_lease_name
 from reconciler.kube.cache import KINDS as CACHE_KINDS
 from reconciler.kube.cache import ClusterCache
 from reconciler.kube.client import api_client
@@ -223,7 +224,7 @@ def run_loop_pieces(world: World, recorder: Recorder, stage: str, events: list[E
     config = load_config(world.config)
     settings = KubernetesConfig(kubeconfig=str(world.tmp / "kubeconfig"))
     api = api_client(settings)
-    lease = f"asg-reconciler-{stage}-leader-{config.cluster}"
+    lease = leader_lease_name(stage, config.cluster)
     try:
         if stage == "plan":  # the watch-fed cache: every kind listed, then watched from there
             cache = ClusterCache(

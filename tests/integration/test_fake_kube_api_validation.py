@@ -228,3 +228,51 @@ def test_a_quantity_no_server_can_parse_is_a_bad_request(kube_api: FakeKubeAPI) 
         k.daemonset("agent", "team-b", requests={"memory": "1 Gi"}),
     )
     assert status == 400, answer
+
+
+@pytest.mark.parametrize(
+    ("kind", "create"),
+    [
+        (
+            "Lease",
+            lambda api, name: client.CoordinationV1Api(api).create_namespaced_lease(
+                "kube-system", {"metadata": {"name": name}, "spec": {}}
+            ),
+        ),
+        (
+            "ConfigMap",
+            lambda api, name: client.CoreV1Api(api).create_namespaced_config_map(
+                "kube-system", {"metadata": {"name": name}, "data": {}}
+            ),
+        ),
+        (
+            "Event",
+            lambda api, name: client.CoreV1Api(api).create_namespaced_event(
+                "default",
+                {
+                    "metadata": {"name": name},
+                    "involvedObject": {"kind": "Node", "name": "node-a"},
+                    "reason": "Test",
+                    "message": "m",
+                    "type": "Normal",
+                },
+            ),
+        ),
+    ],
+)
+def test_names_are_dns_subdomains_as_the_real_server_checks(
+    kube_client: client.ApiClient, kind: str, create: Any
+) -> None:
+    """ValidateObjectMeta with NameIsDNSSubdomain (ValidateLease, ValidateConfigMapName, events)."""
+    for bad in ("asg-reconciler-apply-Prod_EKS", "ends-with-dash-", "a..b", "x" * 254):
+        status, body = _refused(lambda bad=bad: create(kube_client, bad))
+        assert status == 422 and body["reason"] == "Invalid", (kind, bad, body)
+        assert "metadata.name: Invalid value" in body["message"], body["message"]
+    create(kube_client, "asg-reconciler-apply-prod.eks-1")  # dots are fine in a subdomain
+
+
+def test_namespace_names_are_dns_labels(kube_client: client.ApiClient) -> None:
+    core = client.CoreV1Api(kube_client)
+    status, body = _refused(lambda: core.create_namespace({"metadata": {"name": "team.a"}}))
+    assert status == 422 and "RFC 1123 label" in body["message"]
+    core.create_namespace({"metadata": {"name": "team-a"}})

@@ -48,4 +48,5 @@ def test_a_region_from_the_environment_says_so() -> None:
 
 def test_a_config_that_names_no_group_at_all_says_so() -> None:
     text = nothing_found(config_from_document({"cluster": "prod"}, "asg-reconciler.yaml"), "us-east-1")
-    assert "nodeGroups lists neither autoDiscovery nor explicit" in text
+    assert "nodeGroups is empty (neither autoDiscovery nor explicit is set)" in text
+    assert "region" not in text  # no region is the cause of looking nowhere

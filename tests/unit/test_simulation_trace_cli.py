@@ -57,8 +57,12 @@ def test_generate_mistakes_are_user_errors_or_usage_errors() -> None:
     result = runner.invoke(trace, ["generate", "--start", "2026-06-01T00:00:00"])
     assert isinstance(result.exception, UserError) and "has no time zone" in str(result.exception)
     result = runner.invoke(trace, ["generate", "--hours", "-1"])
-    assert isinstance(result.exception, UserError) and "hours: -1.0 is not a positive number" in str(
-        result.exception
+    assert isinstance(result.exception, UserError) and str(result.exception).startswith(
+        "--hours: -1.0 is not a positive number"
+    )
+    result = runner.invoke(trace, ["generate", "--hours", "2000"])  # the option's name, as typed
+    assert isinstance(result.exception, UserError) and str(result.exception).startswith(
+        "--hours: 2000 is out of range (at most 744"
     )
     result = runner.invoke(trace, ["generate", "--kind", "weekly"])
     assert result.exit_code == 2 and "'weekly' is not one of" in result.output

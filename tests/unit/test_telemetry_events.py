@@ -211,3 +211,21 @@ def test_events_and_status_import_no_edge_library() -> None:
     out = subprocess.run([sys.executable, "-c", SCRIPT], check=True, capture_output=True, text=True).stdout
     bad = [m for m in out.split() if m.split(".")[0] in ("kubernetes", "boto3", "botocore", "git")]
     assert bad == []
+
+
+def test_a_pod_that_fits_a_node_of_no_group_is_not_one_no_group_can_help() -> None:
+    """No NotTriggerScaleUp, and helpable in the pending-pods gauge: it has a place."""
+    from prometheus_client import CollectorRegistry
+
+    from reconciler.planning.types import PodOutcome
+    from reconciler.telemetry.events import cannot_help
+    from reconciler.telemetry.metrics import Metrics
+
+    placed = PodOutcome("batch/report-0", None, "fits existing capacity", node="self-managed-1")
+    stuck = PodOutcome("batch/giant-0", None, "no node group can help: general: insufficient cpu")
+    assert not cannot_help(placed) and cannot_help(stuck)
+    registry = CollectorRegistry()
+    metrics = Metrics(registry)
+    metrics.plan(Plan(cluster="prod", groups=(), pending=(placed, stuck), unremovable=()), NOW)
+    assert registry.get_sample_value("asg_reconciler_pending_pods", {"helpable": "true"}) == 1
+    assert registry.get_sample_value("asg_reconciler_pending_pods", {"helpable": "false"}) == 1

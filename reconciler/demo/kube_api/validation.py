@@ -3,9 +3,11 @@ our writes and a real cluster fails a test instead of an incident.
 
 Two layers, as in kube-apiserver:
 - the registry's own validation (kubernetes/kubernetes `pkg/apis/core/validation` ValidateConfigMap,
-  `pkg/apis/coordination/validation` ValidateLease), written out here: ConfigMap keys and total size,
-  Lease durations and transitions (a MicroTime the decoder cannot read is a 400 before this:
-  wire.py's _check_micro_times);
+  `pkg/apis/coordination/validation` ValidateLease), written out here: every object's
+  `metadata.name` (ValidateObjectMeta with the kind's name rule: a DNS-1123 subdomain for Leases,
+  ConfigMaps, Events, Pods, Nodes and most others, a DNS-1123 label for Namespaces and StatefulSets),
+  ConfigMap keys and total size, Lease durations and transitions (a MicroTime the decoder cannot
+  read is a 400 before this: wire.py's _check_micro_times);
 - the object's shape against the official OpenAPI schema of KUBERNETES_VERSION, as the
   `kubernetes-validate` package ships it (strict: unknown fields refused). A real server drops unknown
   fields with a warning (fieldValidation=Warn); refusing them is stricter on purpose: a field we send
@@ -25,6 +27,38 @@ from typing import Any
 KUBERNETES_VERSION = "1.34"
 CONFIGMAP_MAX_BYTES = 1024 * 1024  # corev1.MaxSecretSize, which ValidateConfigMap applies
 _CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+_LABEL = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS1123_LABEL = re.compile(f"^{_LABEL}$")
+_DNS1123_SUBDOMAIN = re.compile(rf"^{_LABEL}(\.{_LABEL})*$")
+# apimachinery's messages for NameIsDNSSubdomain / NameIsDNSLabel, word for word
+_SUBDOMAIN_MESSAGE = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+    "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
+    rf"validation is '{_LABEL}(\.{_LABEL})*')"
+)
+_LABEL_MESSAGE = (
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
+    f"start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
+    f"validation is '{_LABEL}')"
+)
+_NAMED_AS_LABELS = frozenset({"Namespace", "StatefulSet"})  # ValidateNamespaceName, ...StatefulSetName
+
+
+def name_problems(kind: str, name: str) -> list[str]:
+    """ValidateObjectMeta's name check with the kind's rule (a subdomain unless the kind's own
+    validation says label), so a name the real server refuses (`asg-reconciler-apply-Prod_EKS`)
+    is refused here too."""
+    if kind in _NAMED_AS_LABELS:
+        if len(name) > 63:
+            return [f"metadata.name: Invalid value: {json.dumps(name)}: must be no more than 63 characters"]
+        if not _DNS1123_LABEL.match(name):
+            return [f"metadata.name: Invalid value: {json.dumps(name)}: {_LABEL_MESSAGE}"]
+        return []
+    if len(name) > 253:
+        return [f"metadata.name: Invalid value: {json.dumps(name)}: must be no more than 253 characters"]
+    if not _DNS1123_SUBDOMAIN.match(name):
+        return [f"metadata.name: Invalid value: {json.dumps(name)}: {_SUBDOMAIN_MESSAGE}"]
+    return []
 
 
 def _config_key_problems(field: str, key: str) -> list[str]:
@@ -117,5 +151,9 @@ def schema_problems(obj: Mapping[str, Any]) -> list[str]:
 
 def problems(obj: Mapping[str, Any]) -> list[str]:
     """Everything a real server (and the schema) would refuse in this object, as field: message."""
-    rule = _REGISTRY_RULES.get(str(obj.get("kind", "")))
-    return (rule(obj) if rule else []) + schema_problems(obj)
+    kind = str(obj.get("kind", ""))
+    rule = _REGISTRY_RULES.get(kind)
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    named = name_problems(kind, name) if isinstance(name, str) and name else []
+    return named + (rule(obj) if rule else []) + schema_problems(obj)

@@ -26,18 +26,22 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "kubernetes"
 NAMESPACE = "asg-reconciler"
 CLUSTER = "prod-eks"  # the name the shipped Roles' resourceNames are written for
 RBAC_KINDS = ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+# Shipped beside the RBAC so that no Role needs `create` in the release namespace (issue 28): the
+# leader Leases and the status and control ConfigMaps, which the stages only update.
+SHIPPED_STATE_KINDS = ("Lease", "ConfigMap")
 ACCOUNTS = {f"system:serviceaccount:{NAMESPACE}:asg-reconciler-{stage}" for stage in ("plan", "apply")}
 
 
 def shipped_rbac(cluster: RealCluster) -> list[dict[str, Any]]:
-    """The split overlay's identities and RBAC, rendered by the real kubectl, as shipped (their
-    `app.kubernetes.io/name: asg-reconciler` label is what the reset between tests removes)."""
+    """The split overlay's identities, RBAC and the objects it ships for the stages to update (leader
+    Leases, status and control ConfigMaps), rendered by the real kubectl, as shipped (their
+    `app.kubernetes.io/name: asg-reconciler` label, or their name, is what the reset removes)."""
     rendered = [
         o for o in yaml.safe_load_all(cluster.kubectl("kustomize", str(EXAMPLES / "overlays" / "split"))) if o
     ]
-    objects = [o for o in rendered if o["kind"] in RBAC_KINDS]
-    assert {o["kind"] for o in objects} == set(RBAC_KINDS)
-    return objects
+    objects = [o for o in rendered if o["kind"] in RBAC_KINDS + SHIPPED_STATE_KINDS]
+    assert {o["kind"] for o in objects} == set(RBAC_KINDS + SHIPPED_STATE_KINDS)
+    return sorted(objects, key=lambda o: o["kind"] not in ("Namespace",))  # the namespace first
 
 
 def forbidden(call: Any) -> bool:

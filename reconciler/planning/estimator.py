@@ -41,6 +41,10 @@ class Estimate:
     # classes a domain-wide constraint stopped (wholly or after some pods): the pods not in `placed`
     # may still be helped by another group, or by this one once other groups have grown
     limited: tuple[tuple[EquivalenceClass, str], ...] = ()
+    # pods of `limited` classes refused only because AWS picks a new node's zone: not promised a
+    # place, but the scheduler binds them to a new node whose zone suits, so the room they would
+    # take on the nodes opened is kept (`SimNode.held`) from the pods packed after them
+    held: tuple[Pod, ...] = ()
 
     @property
     def helped(self) -> bool:
@@ -120,6 +124,7 @@ def estimate(
     live: list[SimNode] = []  # opened nodes that may still take a remaining class, in open order
     placements: list[tuple[Pod, str]] = []
     capped: list[Pod] = []
+    held: list[Pod] = []
     # The group may open a node beyond those holding pods (another class, another round): an empty
     # domain for spread (the hostname above all), as for every group that may grow.
     extras = topology.extras if topology is not None else ()
@@ -135,6 +140,11 @@ def estimate(
             stop = _pack(cls, demand, base, max_nodes, ctx, prefix, nodes, live, placements, capped)
             if stop is not None:
                 limited.append((cls, stop))
+                if _zone_unknown(stop, base):
+                    # AWS picks the zone: in the zone it picks, the scheduler may bind these too
+                    placed_ids = {id(p) for p, _ in placements}
+                    left = [p for p in cls.pods if id(p) not in placed_ids]
+                    _hold(left, demand, ctx, live, held)
     finally:
         if topology is not None:
             for node in nodes:
@@ -142,6 +152,8 @@ def estimate(
             if added_base:
                 topology.set_extras(extras)
 
+    if not placements:  # room kept for pods no one is promised is no reason to grow
+        nodes, held = [], []
     return Estimate(
         node_count=len(nodes),
         placed=tuple(pod for pod, _ in placements),
@@ -150,7 +162,44 @@ def estimate(
         capped=tuple(capped),
         nodes=tuple(nodes),
         limited=tuple(limited),
+        held=tuple(held),
     )
+
+
+def _zone_unknown(reason: str, base: SimNode) -> bool:
+    """Whether a domain-wide refusal concerns a label whose value only AWS's choice of zone fixes
+    (a key that differs between the zone variants of a multi-AZ group's new node)."""
+    variants = base.label_variants
+    if len(variants) < 2:
+        return False
+    keys = {k for labels in variants for k in labels if any(v.get(k) != labels[k] for v in variants)}
+    return any(f" on {key}:" in reason for key in keys)
+
+
+def _hold(
+    pods: Sequence[Pod], demand: Demand, ctx: PredicateContext, live: list[SimNode], held: list[Pod]
+) -> None:
+    """Keep room for pods a domain-wide rule kept off this multi-AZ group's new nodes only because
+    the zone is unknown: first fit in what the nodes opened so far have left, so the pods packed
+    after them are not counted into room these take. No node is opened for them."""
+    cpu, mem, extra = demand.cpu, demand.mem, demand.extra
+    for pod in pods:
+        target = next(
+            (
+                node
+                for node in live
+                if node.pods_free > 0
+                and (cpu <= node.cpu_free or not cpu)
+                and (mem <= node.mem_free or not mem)
+                and (not extra or demand.fits_extra(node))
+                and fits_besides_resources(pod, node, ctx, domains=False)
+            ),
+            None,
+        )
+        if target is None:
+            continue  # no node is opened for a pod no one is promised (it would cost, maybe for nothing)
+        target.hold(pod)
+        held.append(pod)
 
 
 def _pack(

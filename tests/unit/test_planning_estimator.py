@@ -277,3 +277,20 @@ def test_room_is_not_kept_on_a_single_zone_group_that_refuses_for_certain() -> N
     )
     result = estimate(group_pods([*big, *spreaders, *small]), only_a, 10, pool.ctx)
     assert (result.node_count, result.held) == (2, ())
+
+
+def test_room_is_kept_on_nodes_opened_after_the_pods_the_zone_decides() -> None:
+    """Scenario 11 (seed 30): the spread pods are the largest class, packed first, when no new node
+    is open yet; the scheduler still binds them to the nodes opened for the small pods, whose last
+    pods the plan placed then stayed Pending ('Insufficient memory')."""
+    pool, base, _, _, _ = _zone_spread_world()
+    spreaders = [
+        pod(f"s{i}", 900, 3, labels={"app": "s"}, owner="s", scheduling=spread(skew=1, app="s"))
+        for i in range(2)
+    ]
+    small = [pod(f"m{i}", 250, 1, labels={"app": "m"}, owner="m") for i in range(7)]
+    result = estimate(group_pods([*spreaders, *small]), base, 10, pool.ctx)
+    assert len(result.placed) == 7 and [p.name for p in result.held] == ["s0", "s1"]
+    assert result.node_count == 2  # before: 1, all seven small pods in one node's 1.75 CPU and 7 Gi
+    for n in result.nodes:  # every node opened holds a placed pod and keeps one spread pod's room
+        assert [p.name for p in n.held] and [p for p in n.pods if p.name.startswith("m")]

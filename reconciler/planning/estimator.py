@@ -41,6 +41,10 @@ class Estimate:
     # classes a domain-wide constraint stopped (wholly or after some pods): the pods not in `placed`
     # may still be helped by another group, or by this one once other groups have grown
     limited: tuple[tuple[EquivalenceClass, str], ...] = ()
+    # pods of `limited` classes refused only because AWS picks a new node's zone: not promised a
+    # place, but the scheduler binds them to a new node whose zone suits, so the room they would
+    # take on the nodes opened is kept (`SimNode.held`) from the pods packed after them
+    held: tuple[Pod, ...] = ()
 
     @property
     def helped(self) -> bool:
@@ -120,6 +124,8 @@ def estimate(
     live: list[SimNode] = []  # opened nodes that may still take a remaining class, in open order
     placements: list[tuple[Pod, str]] = []
     capped: list[Pod] = []
+    held: list[Pod] = []
+    waiting: list[tuple[Pod, Demand]] = []  # pods to hold room for that found none yet
     # The group may open a node beyond those holding pods (another class, another round): an empty
     # domain for spread (the hostname above all), as for every group that may grow.
     extras = topology.extras if topology is not None else ()
@@ -132,9 +138,17 @@ def estimate(
             demand = demands[k]
             fc, fm = floor_cpu[k], floor_mem[k]
             live = [n for n in live if n.pods_free > 0 and n.cpu_free >= fc and n.mem_free >= fm]
-            stop = _pack(cls, demand, base, max_nodes, ctx, prefix, nodes, live, placements, capped)
+            stop = _pack(
+                cls, demand, base, max_nodes, ctx, prefix, nodes, live, placements, capped, waiting, held
+            )
             if stop is not None:
                 limited.append((cls, stop))
+                if _zone_unknown(stop, base):
+                    # AWS picks the zone: in the zone it picks, the scheduler may bind these too,
+                    # in the room nodes opened so far have left and in the nodes opened later
+                    placed_ids = {id(p) for p, _ in placements}
+                    waiting.extend((p, demand) for p in cls.pods if id(p) not in placed_ids)
+                    _hold(waiting, ctx, live, held)
     finally:
         if topology is not None:
             for node in nodes:
@@ -142,6 +156,8 @@ def estimate(
             if added_base:
                 topology.set_extras(extras)
 
+    if not placements:  # room kept for pods no one is promised is no reason to grow
+        nodes, held = [], []
     return Estimate(
         node_count=len(nodes),
         placed=tuple(pod for pod, _ in placements),
@@ -150,7 +166,48 @@ def estimate(
         capped=tuple(capped),
         nodes=tuple(nodes),
         limited=tuple(limited),
+        held=tuple(held),
     )
+
+
+def _zone_unknown(reason: str, base: SimNode) -> bool:
+    """Whether a domain-wide refusal concerns a label whose value only AWS's choice of zone fixes
+    (a key that differs between the zone variants of a multi-AZ group's new node)."""
+    variants = base.label_variants
+    if len(variants) < 2:
+        return False
+    keys = {k for labels in variants for k in labels if any(v.get(k) != labels[k] for v in variants)}
+    return any(f" on {key}:" in reason for key in keys)
+
+
+def _hold(
+    waiting: list[tuple[Pod, Demand]], ctx: PredicateContext, live: Sequence[SimNode], held: list[Pod]
+) -> None:
+    """Keep room for pods a domain-wide rule kept off this multi-AZ group's new nodes only because
+    the zone is unknown: first fit in what the `live` nodes have left, so the pods packed after them
+    are not counted into room these take; those that find none wait for the next node opened (the
+    scheduler serves them as it does the rest). No node is opened for them."""
+    still: list[tuple[Pod, Demand]] = []
+    for pod, demand in waiting:
+        cpu, mem, extra = demand.cpu, demand.mem, demand.extra
+        target = next(
+            (
+                node
+                for node in live
+                if node.pods_free > 0
+                and (cpu <= node.cpu_free or not cpu)
+                and (mem <= node.mem_free or not mem)
+                and (not extra or demand.fits_extra(node))
+                and fits_besides_resources(pod, node, ctx, domains=False)
+            ),
+            None,
+        )
+        if target is None:
+            still.append((pod, demand))
+        else:
+            target.hold(pod)
+            held.append(pod)
+    waiting[:] = still
 
 
 def _pack(
@@ -164,9 +221,12 @@ def _pack(
     live: list[SimNode],
     placements: list[tuple[Pod, str]],
     capped: list[Pod],
+    waiting: list[tuple[Pod, Demand]],
+    held: list[Pod],
 ) -> str | None:
     """First-fit one class's pods onto the open nodes, opening more; the domain-wide reason that
-    stopped the class short, if one did."""
+    stopped the class short, if one did. A node opened takes its first pod, then the room of the
+    `waiting` pods (`_hold`), then the rest."""
     topology = ctx.topology
     pods = cls.pods
     cpu, mem, extra = demand.cpu, demand.mem, demand.extra
@@ -183,6 +243,7 @@ def _pack(
         pod = pods[i]
         target: SimNode | None = None
         advancing = True  # a refusal for counts elsewhere (spread, affinity) may not last
+        opened = False
         for j in range(cursor, len(live)):
             node = live[j]
             if (
@@ -210,13 +271,14 @@ def _pack(
                 capped.extend(pods[i:])
                 return None
             target = fresh
+            opened = True
             nodes.append(target)
             live.append(target)
             if topology is not None:
                 topology.node_added(target, trial=True)
             if advancing:
                 cursor = len(live) - 1
-        if batchable:
+        if batchable and not (opened and waiting):
             batch = pods[i : i + max(1, demand.how_many_fit(target))]  # target took pods[i]
             target.add_same(batch)
             name = target.name
@@ -231,4 +293,6 @@ def _pack(
             i += 1
             if topology is not None:
                 topology.pod_added(pod, target)
+        if opened and waiting:
+            _hold(waiting, ctx, (target,), held)
     return None

@@ -23,8 +23,8 @@ from reconciler.planning.estimator import Estimate, estimate
 from reconciler.planning.expanders import build_chain
 from reconciler.planning.expanders.base import Option
 from reconciler.planning.limit_costs import NodeCost
-from reconciler.planning.placement import NodePool
-from reconciler.planning.predicates import PredicateContext, check
+from reconciler.planning.placement import Demand, NodePool
+from reconciler.planning.predicates import PredicateContext, check, fits_besides_resources
 from reconciler.planning.simnode import SimNode
 
 GIB = 2**30
@@ -156,6 +156,7 @@ def plan_scale_up(
         return [p for p in pods if id(p) not in moved]
 
     waiting: list[Pod] = []  # pods of the tiers done that no group could take
+    held: list[Pod] = []  # unpromised pods whose room new nodes keep (estimator): not estimated again
     for tier_number, tier in enumerate(_by_priority(remaining)):
         # Higher priorities first, as the scheduler serves them: what bounds growth (limits, max
         # sizes, maxStep) is spent on them before a lower tier is looked at; a lower tier first
@@ -248,7 +249,8 @@ def plan_scale_up(
                     if not (pod.is_daemonset or pod.is_mirror):  # the new node's own pods
                         helped[pod.key] = owner.name
                         placements.append((pod, node.name))
-            placed = {id(p) for p in chosen.placed}
+            held.extend(chosen.held)
+            placed = {id(p) for p in (*chosen.placed, *chosen.held)}
             remaining = [p for p in remaining if id(p) not in placed]
             # Pods held back by a domain-wide constraint may fit now that these nodes count (the
             # spread minimum rose, an affinity match arrived): onto any node, before another group grows.
@@ -258,7 +260,7 @@ def plan_scale_up(
                 remaining = [p for p in remaining if pool.sticky(p) or id(p) in unmoved]
 
         waiting.extend(remaining)
-    remaining = waiting
+    remaining = [*waiting, *held]
 
     pods_by_group: dict[str, int] = {}
     for group in helped.values():
@@ -449,6 +451,8 @@ def _moved_to(node: SimNode, owner: Candidate) -> SimNode:
     for pod in node.pods:
         if not (pod.is_daemonset or pod.is_mirror):
             moved.add(pod)
+    for pod in node.held:
+        moved.hold(pod)
     return moved
 
 
@@ -464,4 +468,8 @@ def _holds(candidate: Candidate, node: SimNode, ctx: PredicateContext) -> bool:
         if check(pod, trial, ctx) is not None:
             return False
         trial.add(pod)
+    for pod in node.held:
+        if not (Demand(pod).fits_resources(trial) and fits_besides_resources(pod, trial, ctx, domains=False)):
+            return False
+        trial.hold(pod)
     return True

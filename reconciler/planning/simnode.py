@@ -69,6 +69,7 @@ class SimNode:
         "cpu_free",
         "free",
         "group",
+        "held",
         "is_new",
         "label_variants",
         "labels",
@@ -97,6 +98,7 @@ class SimNode:
     pods_free: int
     free: dict[str, int]
     pods: list[Pod]
+    held: list[Pod]  # pods not promised this node that the scheduler may still bind here: room only
     shadow: tuple[Pod, ...]  # pods that take no room here but count for spread and affinity
     ports: dict[PortKey, list[str]]
     anti_terms: list[tuple[Pod, PodAffinityTerm]]
@@ -129,6 +131,7 @@ class SimNode:
         self.pods_free = values.get(PODS, DEFAULT_MAX_PODS)
         self.free = {k: v for k, v in values.items() if k not in (CPU, MEMORY, PODS)}
         self.pods = []
+        self.held = []
         self.shadow = ()
         self.ports = {}
         self.anti_terms = []
@@ -227,6 +230,7 @@ class SimNode:
         new.pods_free = self.pods_free
         new.free = dict(self.free)
         new.pods = list(self.pods)
+        new.held = list(self.held)
         new.shadow = self.shadow
         new.ports = {k: list(v) for k, v in self.ports.items()}
         new.anti_terms = list(self.anti_terms)
@@ -253,6 +257,21 @@ class SimNode:
         for term in scheduling.pod_anti_affinity:
             if term.topology_key == HOSTNAME_LABEL:
                 self.anti_terms.append((pod, term))
+
+    def hold(self, pod: Pod) -> None:
+        """Keep `pod`'s room (resources and a pod slot) without binding it: a pod the plan cannot
+        promise this node (AWS picks its zone) but that the scheduler binds here when the zone
+        suits, taking room the plan would otherwise count for the pods it placed."""
+        self.held.append(pod)
+        self.pods_free -= 1
+        free = self.free
+        for name, amount in pod.requests.values.items():
+            if name == CPU:
+                self.cpu_free -= amount
+            elif name == MEMORY:
+                self.mem_free -= amount
+            elif name != PODS:
+                free[name] = free.get(name, 0) - amount
 
     def add_same(self, pods: Sequence[Pod]) -> None:
         """Bind several pods with equal requests and no host ports or anti-affinity (one equivalence

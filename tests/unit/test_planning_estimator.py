@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from reconciler.domain.model import (
     HOSTNAME_LABEL,
+    ZONE_LABEL,
     DaemonSet,
     Pod,
     PodAffinityTerm,
@@ -19,9 +20,12 @@ from reconciler.domain.model import (
 )
 from reconciler.planning.equivalence import Classifier, ClassKey, group_pods
 from reconciler.planning.estimator import estimate, size_key
-from reconciler.planning.predicates import check
+from reconciler.planning.placement import NodePool
+from reconciler.planning.predicates import PredicateContext, check
 from reconciler.planning.simnode import SimNode
-from tests.support.planning_factories import pod, selector, template
+from reconciler.planning.topology import Topology
+from tests.support.planning_factories import node, pod, selector, template
+from tests.support.topology_world import spread
 
 
 def base(
@@ -215,3 +219,78 @@ def test_same_input_same_result(specs: list[tuple[int, int, str, bool]], cap: in
     second = estimate(group_pods(list(pods)), base(), cap)
     assert first.placements == second.placements
     assert first.capped == second.capped and first.unfit == second.unfit
+
+
+# ------------------------------------------------------------------------------ issue 30: room kept
+
+
+def _zone_spread_world() -> tuple[NodePool, SimNode, list[Pod], list[Pod], list[Pod]]:
+    """Benchmark scenarios 4, 6 and 11 (seed 30), reduced: a multi-AZ group (2 CPU nodes, zones a
+    and b); a Deployment spread by zone already leads in a (one pod there on a full node, b has a
+    full node with none), so its pending pods may go to b only, which a new node of the group
+    cannot promise; big 1.5 CPU pods and small 0.3 CPU ones, both unconstrained."""
+    a1 = SimNode.from_node(
+        node("a1", 1000, 4, zone="us-east-1a"),
+        [pod("s-old", 900, 0.5, labels={"app": "s"}, owner="s", node_name="a1",
+             scheduling=spread(skew=1, app="s"))],
+    )  # fmt: skip
+    b1 = SimNode.from_node(node("b1", 100, 4, zone="us-east-1b"), ())
+    pool = NodePool([a1, b1], PredicateContext(topology=Topology(None)))
+    base = SimNode.from_template(
+        template(2000, 8, 110), (), name="tmpl", group="multi", zones=("us-east-1a", "us-east-1b")
+    )
+    big = [pod(f"b{i}", 1500, 1, labels={"app": "b"}, owner="b") for i in range(2)]
+    spreaders = [
+        pod(f"s{i}", 400, 1, labels={"app": "s"}, owner="s", scheduling=spread(skew=1, app="s"))
+        for i in range(2)
+    ]
+    small = [pod(f"m{i}", 300, 0.5, labels={"app": "m"}, owner="m") for i in range(2)]
+    return pool, base, big, spreaders, small
+
+
+def test_an_estimate_keeps_room_for_pods_the_zone_of_a_new_node_decides() -> None:
+    """The spread pods are not promised a place (AWS picks the zone), but on a new node that lands
+    in b the scheduler binds them, into the 0.5 CPU a big pod leaves: the plan once counted that
+    room for the small pods, and the real scheduler left a small pod the plan placed Pending
+    ('Insufficient cpu')."""
+    pool, base, big, spreaders, small = _zone_spread_world()
+    result = estimate(group_pods([*big, *spreaders, *small]), base, 10, pool.ctx)
+    placed = {p.name: n for p, n in result.placements}
+    assert set(placed) == {"b0", "b1", "m0", "m1"}  # still no promise for the spread pods
+    assert [p.name for p in result.held] == ["s0", "s1"]  # in the room the big pods leave
+    assert placed["m0"] == placed["m1"] not in {placed["b0"], placed["b1"]}
+    assert result.node_count == 3  # before: 2, the small pods in the room the spread pods take
+    assert [n.cpu_free for n in result.nodes] == [100, 100, 1400]
+
+
+def test_no_node_is_opened_for_pods_no_one_is_promised() -> None:
+    pool, base, big, spreaders, _ = _zone_spread_world()
+    assert estimate(group_pods(spreaders), base, 10, pool.ctx).node_count == 0
+    alone = estimate(group_pods([*big[:1], *spreaders]), base, 10, pool.ctx)
+    assert (alone.node_count, [p.name for p in alone.held]) == (1, ["s0"])  # s1 finds no room: no node
+
+
+def test_room_is_not_kept_on_a_single_zone_group_that_refuses_for_certain() -> None:
+    pool, _, big, spreaders, small = _zone_spread_world()
+    only_a = SimNode.from_template(
+        template(2000, 8, 110, labels={ZONE_LABEL: "us-east-1a"}), (), name="tmpl", group="a"
+    )
+    result = estimate(group_pods([*big, *spreaders, *small]), only_a, 10, pool.ctx)
+    assert (result.node_count, result.held) == (2, ())
+
+
+def test_room_is_kept_on_nodes_opened_after_the_pods_the_zone_decides() -> None:
+    """Scenario 11 (seed 30): the spread pods are the largest class, packed first, when no new node
+    is open yet; the scheduler still binds them to the nodes opened for the small pods, whose last
+    pods the plan placed then stayed Pending ('Insufficient memory')."""
+    pool, base, _, _, _ = _zone_spread_world()
+    spreaders = [
+        pod(f"s{i}", 900, 3, labels={"app": "s"}, owner="s", scheduling=spread(skew=1, app="s"))
+        for i in range(2)
+    ]
+    small = [pod(f"m{i}", 250, 1, labels={"app": "m"}, owner="m") for i in range(7)]
+    result = estimate(group_pods([*spreaders, *small]), base, 10, pool.ctx)
+    assert len(result.placed) == 7 and [p.name for p in result.held] == ["s0", "s1"]
+    assert result.node_count == 2  # before: 1, all seven small pods in one node's 1.75 CPU and 7 Gi
+    for n in result.nodes:  # every node opened holds a placed pod and keeps one spread pod's room
+        assert [p.name for p in n.held] and [p for p in n.pods if p.name.startswith("m")]

@@ -241,15 +241,7 @@ class SimNode:
     def add(self, pod: Pod) -> None:
         """Bind `pod` here without checking anything: predicates decide, this only books."""
         self.pods.append(pod)
-        self.pods_free -= 1
-        free = self.free
-        for name, amount in pod.requests.values.items():
-            if name == CPU:
-                self.cpu_free -= amount
-            elif name == MEMORY:
-                self.mem_free -= amount
-            elif name != PODS:
-                free[name] = free.get(name, 0) - amount
+        self._take_room(pod)
         scheduling = pod.scheduling
         for hp in scheduling.host_ports:
             if hp.port > 0:
@@ -263,6 +255,10 @@ class SimNode:
         promise this node (AWS picks its zone) but that the scheduler binds here when the zone
         suits, taking room the plan would otherwise count for the pods it placed."""
         self.held.append(pod)
+        self._take_room(pod)
+
+    def _take_room(self, pod: Pod) -> None:
+        """A pod slot and the pod's requests, off what the node has free."""
         self.pods_free -= 1
         free = self.free
         for name, amount in pod.requests.values.items():

@@ -17,6 +17,7 @@ from tests.support import k8s_objects as k
 from tests.support.apply_steps import show
 from tests.support.apply_world import World, pod
 from tests.support.aws_proxy import slow_answers
+from tests.support.terminal import from_a_terminal
 
 
 def apply_process(world: World, endpoint: str) -> subprocess.Popen[str]:
@@ -26,6 +27,7 @@ def apply_process(world: World, endpoint: str) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=from_a_terminal,
     )
 
 

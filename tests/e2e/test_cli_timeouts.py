@@ -34,6 +34,7 @@ from tests.support import k8s_objects as k
 from tests.support.aws import isolate_aws_env
 from tests.support.cli import run
 from tests.support.kube import write_kubeconfig
+from tests.support.terminal import from_a_terminal
 
 # Real processes with timing bounds: one worker, in turn.
 pytestmark = pytest.mark.xdist_group("timing")
@@ -106,6 +107,7 @@ def start(tmp_path: Path, *args: str, path: str | None = None) -> subprocess.Pop
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,  # its own process group, to get Ctrl-C as a terminal sends it
+        preexec_fn=from_a_terminal,
     )
 
 

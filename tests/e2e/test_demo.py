@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.terminal import from_a_terminal
+
 # Real processes with timing bounds: one worker, in turn.
 pytestmark = pytest.mark.xdist_group("timing")
 
@@ -42,6 +44,7 @@ def test_demo_keep_leaves_a_world_to_play_with(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=from_a_terminal,
     )
     try:
         assert process.stdout is not None

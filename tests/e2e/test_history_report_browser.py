@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.gitops.records import NOTES_REF, ApplyRecord, GroupRecord, encode_note
+from tests.support.terminal import from_a_terminal
 
 pytestmark = pytest.mark.xdist_group("timing")
 
@@ -73,6 +74,7 @@ def _run_demo(keep: Path, env: dict[str, str]) -> None:
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        preexec_fn=from_a_terminal,
     )
     try:
         assert process.stdout is not None

@@ -43,7 +43,7 @@ from reconciler.planning.plan import make_plan
 from reconciler.planning.types import CommittedGroup, Plan, PlanInputs, PlannerMemory
 from reconciler.runtime.capacity_repo import default_work_dir as default_work_dir
 from reconciler.runtime.capacity_repo import working_copy as working_copy
-from reconciler.runtime.simulate_stage import load_prices, shipped_prices_region
+from reconciler.runtime.price_table import load_prices, shipped_prices_region
 from reconciler.runtime.unsigned_merges import unsigned_removals
 from reconciler.runtime.world import observe
 

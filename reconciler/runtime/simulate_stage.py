@@ -5,21 +5,18 @@ The only I/O of the simulation (the engine is pure); the CLI renders what this r
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
-from importlib import resources
 from pathlib import Path
-from typing import Any
 
-from reconciler.config.documents import JSON_TOO_DEEP
 from reconciler.config.settings import CONFIG_ENV, DEFAULT_CONFIG_FILE, Config, load_config
 from reconciler.domain.durations import format_duration
 from reconciler.domain.errors import UserError
 from reconciler.domain.windows import allowed_removals, zone
-from reconciler.simulation.cluster import instance_types_from_document, prices_from_document
+from reconciler.runtime.price_table import load_prices, packaged, read_json
+from reconciler.simulation.cluster import instance_types_from_document
 from reconciler.simulation.engine import Settings, simulate, steps_of
 from reconciler.simulation.policies import (
     ApprovalModel,
@@ -59,10 +56,10 @@ class SimulateRequest:
 def simulate_once(request: SimulateRequest) -> SimulationReport:
     config = _config(request.config_file)
     trace = read_trace(request.trace)
-    types = instance_types_from_document(_packaged("instance_types.json"), "instance_types.json")
+    types = instance_types_from_document(packaged("instance_types.json"), "instance_types.json")
     if request.instance_types is not None:
         types.update(
-            instance_types_from_document(_read_json(request.instance_types), str(request.instance_types))
+            instance_types_from_document(read_json(request.instance_types), str(request.instance_types))
         )
     prices = load_prices(request.prices)
     duration = None
@@ -104,20 +101,6 @@ def simulate_once(request: SimulateRequest) -> SimulationReport:
         config=config.source or "defaults (no config file)",
         results=results,
     )
-
-
-def load_prices(override: Path | None) -> dict[str, float]:
-    """USD per hour by instance type: the shipped on-demand prices (reconciler/simulation/data),
-    with `--prices FILE`'s over them. Shared by `simulate` and `what-if`, so both price alike."""
-    prices = prices_from_document(_packaged("prices.json"), "prices.json")
-    if override is not None:
-        prices.update(prices_from_document(_read_json(override), str(override)))
-    return prices
-
-
-def shipped_prices_region() -> str:
-    """The region the shipped prices are for (us-east-1 on-demand)."""
-    return str(_packaged("prices.json").get("region") or "us-east-1")
 
 
 def _config(explicit: str | None) -> Config:
@@ -163,27 +146,3 @@ def _budget(config: Config) -> RemovalBudget | None:
     """scaleDown.windows, as apply honours them: how many approved removals may go now."""
     windows = config.scale_down.windows
     return partial(allowed_removals, windows) if windows else None
-
-
-def _packaged(name: str) -> Any:
-    text = resources.files("reconciler.simulation").joinpath("data", name).read_text(encoding="utf-8")
-    return json.loads(text)
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        if path.exists() and not path.is_file():  # a device never ends, a FIFO's open blocks for ever
-            raise UserError(
-                f"{path}: not a regular file (a FIFO, socket, device or directory); name a JSON file"
-            )
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"{path}: file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: cannot read: {exc}") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg} (column {exc.colno})") from None
-    except RecursionError:
-        raise UserError(f"{path}: {JSON_TOO_DEEP}") from None

@@ -51,7 +51,7 @@ from reconciler.planning.simnode import DAEMONSET_TOLERATIONS, SimNode, daemonse
 from reconciler.planning.types import Plan
 from reconciler.runtime.check_comment import comment_on, forge_for_comments
 from reconciler.runtime.plan_stage import plan_once
-from reconciler.runtime.simulate_stage import load_prices, shipped_prices_region
+from reconciler.runtime.price_table import load_prices, shipped_prices_region
 from reconciler.views.whatif import render_what_if_failed
 from reconciler.views.whatif_report import MARKER, NEW_NODE, GroupNeed, PodAnswer, WhatIfReport, WorkloadLine
 

@@ -90,23 +90,6 @@ def instance_types_from_document(document: Any, label: str) -> dict[str, Instanc
     return found
 
 
-def prices_from_document(document: Any, label: str) -> dict[str, float]:
-    """USD per hour by instance type, from `{"prices": {"m5.large": 0.096}}` or `{"m5.large": 0.096}`."""
-    prices = document.get("prices", document) if isinstance(document, dict) else None
-    if not isinstance(prices, dict):
-        raise UserError(f'{label}: expected {{"prices": {{"m5.large": 0.096, ...}}}} (USD per hour)')
-    found: dict[str, float] = {}
-    for name, value in prices.items():
-        if name.startswith("_"):
-            continue
-        if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
-            raise UserError(
-                f"{label}: prices.{name}: must be a number of USD per hour, 0 or more (got {value!r})"
-            )
-        found[name] = float(value)
-    return found
-
-
 def group_template(
     group: TraceGroup, types: Mapping[str, InstanceTypeInfo], config: Config, label: str
 ) -> NodeTemplate:

@@ -18,7 +18,7 @@ from tests.controlplane.cluster import ControlPlane
 from tests.support.aws import MotoAws
 from tests.support.node_simulator import NodeSimulator
 from tests.support.real_cluster import RealCluster, new_api_client
-from tests.support.real_world import RealWorld
+from tests.support.real_world import SHIPPED_CLUSTER, RealWorld
 
 
 @pytest.fixture(scope="session")
@@ -65,3 +65,16 @@ def real_world(
     monkeypatch: pytest.MonkeyPatch,
 ) -> RealWorld:
     return RealWorld(aws, real_cluster, simulator, bare_remote, tmp_path, monkeypatch)
+
+
+@pytest.fixture
+def eks_world(
+    aws: MotoAws,
+    real_cluster: RealCluster,
+    simulator: NodeSimulator,
+    bare_remote: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> RealWorld:
+    """A world of the cluster the shipped overlays name (their Roles' resourceNames follow it)."""
+    return RealWorld(aws, real_cluster, simulator, bare_remote, tmp_path, monkeypatch, name=SHIPPED_CLUSTER)

@@ -14,17 +14,15 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from reconciler.gitops.manifest import parse_manifest
-from tests.support.aws import MotoAws
 from tests.support.git import git
-from tests.support.node_simulator import NodeSimulator
 from tests.support.real_cluster import RealCluster, new_api_client
-from tests.support.real_world import RealWorld, under_used_node_under_a_pdb
+from tests.support.real_world import SHIPPED_CLUSTER, RealWorld, under_used_node_under_a_pdb
 
 pytestmark = pytest.mark.xdist_group("realcluster")  # one control plane, one worker (conftest.py)
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "kubernetes"
 NAMESPACE = "asg-reconciler"
-CLUSTER = "prod-eks"  # the name the shipped Roles' resourceNames are written for
+CLUSTER = SHIPPED_CLUSTER  # the name the shipped Roles' resourceNames are written for
 RBAC_KINDS = ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 # Shipped beside the RBAC so that no Role needs `create` in the release namespace (issue 28): the
 # leader Leases and the status and control ConfigMaps, which the stages only update.
@@ -52,18 +50,6 @@ def forbidden(call: Any) -> bool:
             return True
         raise AssertionError(f"expected 403, got {exc.status}: {exc.body}") from exc
     return False
-
-
-@pytest.fixture
-def eks_world(
-    aws: MotoAws,
-    real_cluster: RealCluster,
-    simulator: NodeSimulator,
-    bare_remote: Path,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> RealWorld:
-    return RealWorld(aws, real_cluster, simulator, bare_remote, tmp_path, monkeypatch, name=CLUSTER)
 
 
 def test_each_stage_as_its_own_service_account_no_403_and_refused_the_rest(

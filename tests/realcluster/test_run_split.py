@@ -18,10 +18,8 @@ from kubernetes.client.exceptions import ApiException
 
 from reconciler.kube.status_configmap import PUSHED_KEY, STATUS_CONFIGMAP
 from tests.support import k8s_objects as k
-from tests.support.aws import MotoAws
 from tests.support.git import git
-from tests.support.node_simulator import NodeSimulator
-from tests.support.real_cluster import RealCluster, as_new, new_api_client
+from tests.support.real_cluster import as_new, new_api_client
 from tests.support.real_world import RealWorld, healthy
 from tests.support.run_process import RunProcess, wait_for
 
@@ -50,18 +48,6 @@ def answers_as(kubeconfig: Path) -> bool:
         return False
     finally:
         api.close()
-
-
-@pytest.fixture
-def eks_world(
-    aws: MotoAws,
-    real_cluster: RealCluster,
-    simulator: NodeSimulator,
-    bare_remote: Path,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> RealWorld:
-    return RealWorld(aws, real_cluster, simulator, bare_remote, tmp_path, monkeypatch, name=CLUSTER)
 
 
 def test_split_run_against_the_real_server(eks_world: RealWorld, capsys: pytest.CaptureFixture[str]) -> None:

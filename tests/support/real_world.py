@@ -22,6 +22,8 @@ CLUSTER = "prod"
 MAIN_PATH = f"capacity/{CLUSTER}.yaml"
 PROPOSAL = f"asg-reconciler/{CLUSTER}/scale-down"
 
+SHIPPED_CLUSTER = "prod-eks"  # the cluster examples/kubernetes/base/cluster.yaml names
+
 
 class RealWorld:
     def __init__(

@@ -8,7 +8,8 @@ from importlib import resources
 from typing import Any
 
 from reconciler.config.settings import Config
-from reconciler.simulation.cluster import instance_types_from_document, prices_from_document
+from reconciler.runtime.price_table import prices_from_document
+from reconciler.simulation.cluster import instance_types_from_document
 from reconciler.simulation.engine import Settings, simulate
 from reconciler.simulation.policies import (
     Policy,

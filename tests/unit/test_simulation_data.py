@@ -17,7 +17,8 @@ from importlib import resources
 from typing import Any
 
 from reconciler.aws.allocatable import vpc_cni_max_pods
-from reconciler.simulation.cluster import instance_types_from_document, prices_from_document
+from reconciler.runtime.price_table import prices_from_document
+from reconciler.simulation.cluster import instance_types_from_document
 
 # type: (max pods from eni-max-pods.txt, ENILimit, IPv4Limit)
 VPC_CNI = {
